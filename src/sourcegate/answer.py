@@ -1,0 +1,131 @@
+"""Answer writers. The default is offline and extractive: it quotes the sentences of the evidence
+passages that answer the question, each with its citation, and adds nothing of its own."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from .gate import Status
+from .models import Candidate
+from .retrieve import lexical_overlap, query_terms
+
+
+@dataclass
+class Citation:
+    n: int
+    id: str
+    doc_id: str
+    title: str
+    url: str | None
+
+
+@dataclass
+class WrittenAnswer:
+    text: str | None
+    citations: list[Citation] = field(default_factory=list)
+    writer: str = "extractive"
+
+
+@runtime_checkable
+class Writer(Protocol):
+    name: str
+
+    def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate]) -> WrittenAnswer: ...
+
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+_STEP = re.compile(r"^\d+\.\s")
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of a passage; numbered steps ("1. Stop the pump.") stay whole."""
+    raw = [s.strip() for s in _SENT_SPLIT.split(text) if s and s.strip()]
+    out: list[str] = []
+    for s in raw:
+        # "1." alone is the number of the next step: glue it back on.
+        if out and re.fullmatch(r"\d+\.", out[-1]):
+            out[-1] = f"{out[-1]} {s}"
+        else:
+            out.append(s)
+    return [s for s in out if len(s) > 2]
+
+
+_QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently)|what (interval|torque|level|depth|quantity)|combien|quelle? (fréquence|quantité))\b", re.I)
+
+
+def rank_sentences(query: str, text: str) -> list[tuple[float, int, str]]:
+    terms = query_terms(query)
+    wants_number = bool(_QUANTITY_Q.search(query))
+    scored = []
+    for i, s in enumerate(sentences(text)):
+        score = lexical_overlap(terms, s)
+        if wants_number and re.search(r"\d", s):
+            score += 0.25
+        # Headings like "Scope." carry no information of their own.
+        if len(s) < 25:
+            score -= 0.5
+        scored.append((score, i, s))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    return scored
+
+
+def best_sentences(query: str, text: str, k: int = 2) -> list[str]:
+    ranked = rank_sentences(query, text)
+    picked = [r for r in ranked[:k] if r[0] > 0] or ranked[:1]
+    return [s for _, _, s in sorted(picked, key=lambda r: r[1])]
+
+
+_PREMISE_SPLIT = re.compile(r"[,;:]|\b(?:so|therefore|then|donc|alors)\b", re.I)
+_QUESTION_START = re.compile(
+    r"^\s*(how|what|which|who|when|where|why|can|do|does|should|is|are|comment|combien|quel|quelle|quels|faut|est-ce|pourquoi|où)\b",
+    re.I,
+)
+
+
+def extract_premise(query: str) -> str:
+    """The declarative part of a question, which a premise conflict contradicts:
+    "P-200 bearings need grease every 500 hours, how much do I add?" -> "P-200 bearings need grease every 500 hours"."""
+    q = query.strip().rstrip("?").strip()
+    q = re.sub(r"^(since|given that|as|because|puisque|comme|étant donné que)\s+", "", q, flags=re.I)
+    parts = [p.strip() for p in _PREMISE_SPLIT.split(q) if p and p.strip()]
+    declarative = [p for p in parts if not _QUESTION_START.match(p)]
+    with_facts = [p for p in declarative if re.search(r"\d", p)] or declarative
+    return with_facts[0] if with_facts else q
+
+
+def _sources(cands: list[Candidate]) -> tuple[str, list[Citation]]:
+    cites = [Citation(n, c.id, c.doc_id, c.title, c.url) for n, c in enumerate(cands, start=1)]
+    lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
+    return "Sources:\n" + "\n".join(lines), cites
+
+
+class ExtractiveWriter:
+    name = "extractive"
+
+    def __init__(self, sentences_per_passage: int = 2):
+        self.k = sentences_per_passage
+
+    def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate]) -> WrittenAnswer:
+        if status is Status.ANSWER:
+            lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in best_sentences(query, c.text, self.k)]
+            src, cites = _sources(evidence)
+            return WrittenAnswer("From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
+        if status is Status.CONFLICT:
+            premise = extract_premise(query)
+            lines = [f'- "{s}" [{n}]' for n, c in enumerate(conflicts, start=1) for s in best_sentences(premise, c.text, 1)]
+            src, cites = _sources(conflicts)
+            text = (f'The documents contradict a premise of the question: "{premise}". What they say instead:\n'
+                    + "\n".join(lines) + "\n\nCheck the assumption before acting.\n\n" + src)
+            return WrittenAnswer(text, cites, self.name)
+        return WrittenAnswer(
+            "No document in the library reliably answers this question. Rephrase it (name the equipment, "
+            "model or procedure) or escalate it to an expert.",
+            [], self.name,
+        )
+
+
+def invalid_citations(text: str, n_sources: int) -> list[int]:
+    """Citation numbers in `text` that point to no source: a writer that produces them is rejected."""
+    return sorted({int(m) for m in re.findall(r"\[(\d+)\]", text or "") if not 1 <= int(m) <= n_sources})

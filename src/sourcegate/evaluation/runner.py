@@ -1,0 +1,131 @@
+"""Run evaluation cases through the gate and compute the metrics operators look at."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .cases import STATUSES, EvalCase
+
+
+@dataclass
+class CaseResult:
+    case: EvalCase
+    status: str
+    evidence_doc_ids: list[str]
+    conflict_doc_ids: list[str]
+    excluded: list[dict[str, Any]]
+    candidates: list[dict[str, Any]]
+    timings_ms: dict[str, float]
+    audit_id: str | None = None
+    degraded: bool = False
+
+    @property
+    def correct(self) -> bool:
+        return self.status == self.case.expected_status
+
+    @property
+    def leaks(self) -> list[str]:
+        used = set(self.evidence_doc_ids) | set(self.conflict_doc_ids)
+        return sorted(used & set(self.case.forbidden_sources))
+
+    def truthfulness(self) -> int:
+        """CRAG-style: +1 right, 0 abstained, -1 wrong or unsafe evidence."""
+        if self.leaks:
+            return -1
+        if self.status == self.case.expected_status:
+            return 1
+        if self.status == "insufficient_evidence":
+            return 0
+        return -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.case.query, "kind": self.case.kind, "expected_status": self.case.expected_status,
+            "status": self.status, "correct": self.correct,
+            "expected_sources": self.case.expected_sources,
+            "evidence_doc_ids": self.evidence_doc_ids, "conflict_doc_ids": self.conflict_doc_ids,
+            "excluded": self.excluded, "forbidden_leaks": self.leaks, "truthfulness": self.truthfulness(),
+            "degraded": self.degraded, "audit_id": self.audit_id, "timings_ms": self.timings_ms,
+            "candidates": self.candidates,
+        }
+
+
+def run_case(gate, case: EvalCase) -> CaseResult:
+    r = gate.ask(case.query, interface="eval")
+    cands = []
+    for p in r.evidence:
+        cands.append({"id": p.id, "doc_id": p.doc_id, "scores": p.scores, "route": "evidence", "reason": "evidence"})
+    for p in r.conflicts:
+        cands.append({"id": p.id, "doc_id": p.doc_id, "scores": p.scores, "route": "conflict", "reason": "contradicts_premise"})
+    for x in r.excluded:
+        cands.append({"id": x.id, "doc_id": x.doc_id, "scores": x.scores, "route": "excluded", "reason": x.reason})
+    return CaseResult(
+        case=case, status=r.status,
+        evidence_doc_ids=list(dict.fromkeys(p.doc_id for p in r.evidence)),
+        conflict_doc_ids=list(dict.fromkeys(p.doc_id for p in r.conflicts)),
+        excluded=[{"id": x.id, "doc_id": x.doc_id, "reason": x.reason} for x in r.excluded],
+        candidates=cands, timings_ms=r.timings_ms, audit_id=r.audit_id, degraded=r.degraded,
+    )
+
+
+def run_eval(gate, cases: list[EvalCase], progress: Callable[[int, int], None] | None = None) -> list[CaseResult]:
+    out = []
+    for n, case in enumerate(cases, start=1):
+        out.append(run_case(gate, case))
+        if progress:
+            progress(n, len(cases))
+    return out
+
+
+def _pct(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)), 2) if values else 0.0
+
+
+def metrics(results: list[CaseResult]) -> dict[str, Any]:
+    n = len(results)
+    confusion = {e: {p: 0 for p in STATUSES} for e in STATUSES}
+    for r in results:
+        confusion[r.case.expected_status][r.status] += 1
+
+    def source_metrics(rs: list[CaseResult]) -> dict[str, Any]:
+        hits, recalls = [], []
+        for r in rs:
+            used = r.evidence_doc_ids if r.case.expected_status == "answer_from_evidence" else r.conflict_doc_ids
+            hits.append(1.0 if used and used[0] in r.case.expected_sources else 0.0)
+            recalls.append(len(set(used) & set(r.case.expected_sources)) / len(set(r.case.expected_sources)))
+        return {"cases": len(rs), "hit_at_1": round(float(np.mean(hits)), 3) if hits else None,
+                "recall": round(float(np.mean(recalls)), 3) if recalls else None}
+
+    with_sources = [r for r in results if r.case.expected_sources and r.case.expected_status != "insufficient_evidence"]
+    single = [r for r in with_sources if len(r.case.expected_sources) == 1]
+    multi = [r for r in with_sources if len(r.case.expected_sources) > 1]
+    pred_abst = [r for r in results if r.status == "insufficient_evidence"]
+    exp_abst = [r for r in results if r.case.expected_status == "insufficient_evidence"]
+    both = [r for r in pred_abst if r.case.expected_status == "insufficient_evidence"]
+    stages = sorted({k for r in results for k in r.timings_ms})
+    latency = {s: {"p50": _pct([r.timings_ms[s] for r in results if s in r.timings_ms], 50),
+                   "p95": _pct([r.timings_ms[s] for r in results if s in r.timings_ms], 95)} for s in stages}
+    by_kind: dict[str, dict[str, Any]] = {}
+    for kind, cnt in Counter(r.case.kind for r in results).items():
+        ok = sum(r.correct for r in results if r.case.kind == kind)
+        by_kind[kind] = {"cases": cnt, "correct": ok, "accuracy": round(ok / cnt, 3)}
+    truth = [r.truthfulness() for r in results]
+    return {
+        "cases": n,
+        "status_accuracy": round(sum(r.correct for r in results) / n, 3) if n else None,
+        "confusion": confusion,
+        "sources_single": source_metrics(single),
+        "sources_multi": source_metrics(multi),
+        "forbidden_leaks": sum(1 for r in results if r.leaks),
+        "abstention_precision": round(len(both) / len(pred_abst), 3) if pred_abst else None,
+        "abstention_recall": round(len(both) / len(exp_abst), 3) if exp_abst else None,
+        "truthfulness": round(float(np.mean(truth)), 3) if truth else None,
+        "unsafe_answers": sum(1 for t in truth if t < 0),
+        "degraded": sum(1 for r in results if r.degraded),
+        "by_kind": by_kind,
+        "latency_ms": latency,
+    }

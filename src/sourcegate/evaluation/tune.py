@@ -1,0 +1,315 @@
+"""Fit the five gate thresholds to a labelled question set, from stored judge scores.
+
+The judge is the expensive part; routing is a pure function of its scores. So the evaluation is
+run once (or read back from `sourcegate eval --json`), and every candidate threshold setting is
+replayed with `gate.apply_gate` over the stored scores: no judge call while searching.
+
+Objective: maximise CRAG-style truthfulness (+1 right, 0 abstained, -1 wrong or leaking a
+forbidden source) under a cap on the share of unsafe answers; ties go to status accuracy, then
+to the setting closest to the current one (a tuned threshold should not move without a reason).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+import click
+import numpy as np
+
+from ..gate import GateThresholds, Route, apply_gate
+from ..models import PassageScores
+from ..retrieve import is_multi_document
+from .cases import EvalCase, load_cases
+from .runner import CaseResult
+
+THRESHOLD_FIELDS: tuple[str, ...] = ("injection_max", "superseded_max", "contradicts_min", "relevant_min", "evidence_min")
+ENV_NAMES: dict[str, str] = {
+    "injection_max": "GATE_INJECTION_MAX", "superseded_max": "GATE_SUPERSEDED_MAX",
+    "contradicts_min": "GATE_CONTRADICTS_MIN", "relevant_min": "GATE_RELEVANT_MIN", "evidence_min": "GATE_EVIDENCE_MIN",
+}
+# The question each threshold is applied to (for plots and labels).
+THRESHOLD_QUESTION: dict[str, str] = {
+    "injection_max": "contains_prompt_injection", "superseded_max": "is_superseded",
+    "contradicts_min": "contradicts_query_premise", "relevant_min": "is_relevant",
+    "evidence_min": "contains_answer_evidence",
+}
+GRID: tuple[float, ...] = tuple(round(float(x), 2) for x in np.arange(0.02, 0.99, 0.02))
+SMALL_SET = 100
+
+
+@dataclass(frozen=True)
+class EvidenceLimits:
+    """Evidence passages kept per answer (settings EVIDENCE_MAX_SINGLE / EVIDENCE_MAX_MULTI)."""
+
+    single: int = 5
+    multi: int = 8
+
+    def for_query(self, query: str) -> int:
+        return self.multi if is_multi_document(query) else self.single
+
+
+# -- replay -------------------------------------------------------------------------------------------
+
+class Replayer:
+    """Re-route stored candidates under any thresholds. PassageScores are built once, since the
+    search replays the same candidates hundreds of times."""
+
+    def __init__(self, results: list[CaseResult], limits: EvidenceLimits = EvidenceLimits()):
+        self.results = results
+        self._passages: list[list[tuple[str, str, PassageScores | None]]] = []
+        self._limits: list[int] = []
+        for r in results:
+            ps = []
+            for n, c in enumerate(r.candidates):
+                sc = c.get("scores")
+                ps.append((str(c.get("id", n)), c["doc_id"], PassageScores(**sc) if sc else None))
+            self._passages.append(ps)
+            self._limits.append(limits.for_query(r.case.query))
+
+    def replay(self, t: GateThresholds) -> list[CaseResult]:
+        out = []
+        for r, ps, limit in zip(self.results, self._passages, self._limits):
+            gated, status = apply_gate(ps, t, limit)
+            # Same order as the service: evidence by evidence score, conflicts by conflict score.
+            ev = sorted((g for g in gated if g.route is Route.EVIDENCE), key=lambda g: -g.scores.contains_answer_evidence)
+            cf = sorted((g for g in gated if g.route is Route.CONFLICT), key=lambda g: -g.scores.contradicts_query_premise)
+            out.append(replace(
+                r, status=status.value,
+                evidence_doc_ids=list(dict.fromkeys(g.doc_id for g in ev)),
+                conflict_doc_ids=list(dict.fromkeys(g.doc_id for g in cf)),
+                excluded=[{"id": g.id, "doc_id": g.doc_id, "reason": g.reason} for g in gated if g.route is Route.EXCLUDED],
+            ))
+        return out
+
+    def score(self, t: GateThresholds) -> dict[str, float]:
+        return summary(self.replay(t))
+
+
+def summary(results: list[CaseResult]) -> dict[str, float]:
+    """Accuracy, truthfulness and unsafe answers: the numbers the tuner trades off."""
+    n = len(results)
+    if not n:
+        return {"cases": 0, "status_accuracy": 0.0, "truthfulness": 0.0, "unsafe_answers": 0, "unsafe_rate": 0.0}
+    truth = [r.truthfulness() for r in results]
+    unsafe = sum(1 for x in truth if x < 0)
+    return {
+        "cases": n,
+        "status_accuracy": round(sum(r.correct for r in results) / n, 4),
+        "truthfulness": round(float(np.mean(truth)), 4),
+        "unsafe_answers": unsafe,
+        "unsafe_rate": round(unsafe / n, 4),
+    }
+
+
+# -- search ---------------------------------------------------------------------------------------------
+
+@dataclass
+class TuneResult:
+    thresholds: GateThresholds
+    current: GateThresholds
+    before: dict[str, float]
+    after: dict[str, float]
+    max_unsafe_rate: float
+    cases: int
+    warnings: list[str] = field(default_factory=list)
+    cross_validated: dict[str, float] | None = None
+
+    @property
+    def gain(self) -> dict[str, float]:
+        return {k: round(self.after[k] - self.before[k], 4) for k in ("truthfulness", "status_accuracy", "unsafe_rate")}
+
+    def env_lines(self) -> list[str]:
+        return [f"{ENV_NAMES[f]}={getattr(self.thresholds, f):.2f}" for f in THRESHOLD_FIELDS]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"thresholds": self.thresholds.as_dict(), "env": self.thresholds.as_env(),
+                "current": self.current.as_dict(), "before": self.before, "after": self.after, "gain": self.gain,
+                "max_unsafe_rate": self.max_unsafe_rate, "cases": self.cases, "warnings": self.warnings,
+                "cross_validated": self.cross_validated}
+
+
+def _objective(s: dict[str, float], t: GateThresholds, anchor: GateThresholds, cap: float) -> tuple:
+    feasible = s["unsafe_rate"] <= cap + 1e-12
+    dist = sum(abs(getattr(t, f) - getattr(anchor, f)) for f in THRESHOLD_FIELDS)
+    return (feasible, s["truthfulness"] if feasible else -s["unsafe_rate"], s["status_accuracy"], -round(dist, 6))
+
+
+def _plateau_middle(values: list[float], keys: list[tuple], best: tuple) -> float:
+    """Among grid values reaching the best objective (ignoring the distance tie-break), the middle
+    of the longest contiguous run: scores are piecewise constant, and the middle of a flat region
+    moves least when the judge's scores shift a little on new questions."""
+    hits = [k[:3] == best[:3] for k in keys]
+    runs, start = [], None
+    for i, h in enumerate(hits + [False]):
+        if h and start is None:
+            start = i
+        elif not h and start is not None:
+            runs.append((start, i - 1))
+            start = None
+    a, b = max(runs, key=lambda r: (r[1] - r[0], -r[0]))
+    return values[(a + b) // 2]
+
+
+def _coordinate_search(rep: Replayer, start: GateThresholds, anchor: GateThresholds, cap: float,
+                       rounds: int = 4) -> GateThresholds:
+    t = start
+    best = _objective(rep.score(t), t, anchor, cap)
+    for _ in range(rounds):
+        moved = False
+        for f in THRESHOLD_FIELDS:
+            values = sorted(set(GRID) | {getattr(t, f)})
+            cands = [replace(t, **{f: v}) for v in values]
+            keys = [_objective(rep.score(c), c, anchor, cap) for c in cands]
+            top = max(keys)
+            if top[:3] > best[:3]:
+                v = _plateau_middle(values, keys, top)
+                t = replace(t, **{f: v})
+                best = _objective(rep.score(t), t, anchor, cap)
+                moved = True
+        if not moved:
+            break
+    return t
+
+
+def fit(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float = 0.0,
+        limits: EvidenceLimits = EvidenceLimits()) -> GateThresholds:
+    """Best thresholds found by coordinate search from the current and from the default setting."""
+    rep = Replayer(results, limits)
+    found = {_coordinate_search(rep, start, current, max_unsafe_rate) for start in (current, GateThresholds())}
+    return max(sorted(found, key=lambda t: tuple(t.as_dict().values())),
+               key=lambda t: _objective(rep.score(t), t, current, max_unsafe_rate))
+
+
+def cross_validate(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float,
+                   limits: EvidenceLimits = EvidenceLimits(), folds: int = 5) -> dict[str, float] | None:
+    """Held-out estimate: fit on k-1 folds (every k-th case held out), score the held-out fold."""
+    if len(results) < 2 * folds:
+        return None
+    held: list[CaseResult] = []
+    for k in range(folds):
+        train = [r for i, r in enumerate(results) if i % folds != k]
+        test = [r for i, r in enumerate(results) if i % folds == k]
+        held.extend(Replayer(test, limits).replay(fit(train, current, max_unsafe_rate, limits)))
+    return {**summary(held), "folds": folds}
+
+
+def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float = 0.0,
+         limits: EvidenceLimits = EvidenceLimits(), cv_folds: int = 5) -> TuneResult:
+    """Fit the thresholds to maximise truthfulness with at most `max_unsafe_rate` unsafe answers."""
+    if not results:
+        raise ValueError("no evaluation results to tune on: give a non-empty case file")
+    if not 0.0 <= max_unsafe_rate <= 1.0:
+        raise ValueError(f"max_unsafe_rate must be a share between 0 and 1, got {max_unsafe_rate}")
+    rep = Replayer(results, limits)
+    best = fit(results, current, max_unsafe_rate, limits)
+    before, after = rep.score(current), rep.score(best)
+    warnings = []
+    n = len(results)
+    if n < SMALL_SET:
+        warnings.append(f"only {n} cases: thresholds fitted on so few questions overfit them; "
+                        f"check the held-out figures and prefer a set of {SMALL_SET}+ cases")
+    if after["unsafe_rate"] > max_unsafe_rate:
+        warnings.append(f"no setting meets the unsafe cap {max_unsafe_rate}; the result minimises unsafe answers")
+    if before["unsafe_rate"] > max_unsafe_rate and after["truthfulness"] < before["truthfulness"]:
+        warnings.append("the current thresholds break the unsafe cap; the fitted ones trade truthfulness to meet it")
+    kinds = {r.case.expected_status for r in results}
+    if len(kinds) < 3:
+        warnings.append(f"the cases only expect {', '.join(sorted(kinds))}: thresholds for the other outcomes are unconstrained")
+    cv = cross_validate(results, current, max_unsafe_rate, limits, cv_folds) if cv_folds > 1 else None
+    return TuneResult(thresholds=best, current=current, before=before, after=after,
+                      max_unsafe_rate=max_unsafe_rate, cases=n, warnings=warnings, cross_validated=cv)
+
+
+# -- reading a previous `sourcegate eval --json` --------------------------------------------------------
+
+def results_from_eval_json(data: dict[str, Any], cases: list[EvalCase]) -> list[CaseResult]:
+    """Rebuild CaseResults from `eval --json` output. The case file supplies what that output does not
+    carry (forbidden_sources); cases are matched by position and checked by query."""
+    rows = data.get("cases") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise ValueError("the scores file is not `sourcegate eval --json` output: expected {\"cases\": [...]}")
+    if len(rows) != len(cases):
+        raise ValueError(f"the scores file has {len(rows)} cases but the case file has {len(cases)}: "
+                         "run `sourcegate eval --json` on the same case file")
+    out = []
+    for n, (row, case) in enumerate(zip(rows, cases), start=1):
+        if row.get("query") != case.query:
+            raise ValueError(f"case {n}: the scores file asks {row.get('query')!r}, the case file {case.query!r}: "
+                             "run `sourcegate eval --json` on the same case file")
+        if "candidates" not in row:
+            raise ValueError(f"case {n}: no 'candidates' with scores in the scores file: re-run `sourcegate eval --json`")
+        if row.get("forbidden_sources") is not None:
+            case = replace(case, forbidden_sources=list(row["forbidden_sources"]))
+        out.append(CaseResult(
+            case=case, status=row["status"], evidence_doc_ids=list(row.get("evidence_doc_ids") or []),
+            conflict_doc_ids=list(row.get("conflict_doc_ids") or []), excluded=list(row.get("excluded") or []),
+            candidates=list(row["candidates"]), timings_ms=dict(row.get("timings_ms") or {}),
+            audit_id=row.get("audit_id"), degraded=bool(row.get("degraded")),
+        ))
+    return out
+
+
+def _fmt(s: dict[str, float]) -> str:
+    return f"truthfulness {s['truthfulness']:+.3f}, accuracy {s['status_accuracy']:.3f}, unsafe {s['unsafe_answers']}/{s['cases']}"
+
+
+@click.command("tune")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--max-unsafe", "max_unsafe", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
+              help="Highest share of unsafe answers (wrong or leaking a forbidden source) accepted.")
+@click.option("--scores", "scores_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Read judge scores from a previous `sourcegate eval FILE --json` instead of judging again.")
+@click.option("--folds", default=5, show_default=True, type=int, help="Folds for the held-out estimate (0: skip).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.pass_context
+def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Path | None, folds: int, as_json: bool) -> None:
+    """Fit the gate thresholds to labelled questions (JSONL) for the best truthfulness under an unsafe cap."""
+    root = ctx.find_root()
+    settings = (root.obj or {}).get("settings") if isinstance(root.obj, dict) else None
+    if settings is None:
+        from ..settings import Settings
+
+        settings = Settings()
+    try:
+        cases = load_cases(file)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if scores_path is not None:
+        try:
+            data = json.loads(scores_path.read_text(encoding="utf-8"))
+            results = results_from_eval_json(data, cases)
+        except (ValueError, KeyError, TypeError) as e:
+            raise click.ClickException(f"{scores_path}: {e}") from None
+    else:
+        from ..service import SourceGate
+        from .runner import run_eval
+
+        gate = SourceGate(settings)
+        try:
+            results = run_eval(gate, cases)
+        finally:
+            gate.close()
+    limits = EvidenceLimits(settings.evidence_max_single, settings.evidence_max_multi)
+    try:
+        res = tune(results, settings.thresholds(), max_unsafe, limits, cv_folds=folds)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        click.echo(json.dumps(res.to_json(), indent=2))
+        return
+    for line in res.env_lines():
+        click.echo(line)
+    click.echo("")
+    click.echo(f"before: {_fmt(res.before)}")
+    click.echo(f"after:  {_fmt(res.after)}")
+    click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['status_accuracy']:+.3f} "
+               f"(on the {res.cases} cases the thresholds were fitted to)")
+    if res.cross_validated:
+        cv = res.cross_validated
+        click.echo(f"held-out ({cv['folds']}-fold): {_fmt(cv)}")
+    for w in res.warnings:
+        click.echo(f"warning: {w}", err=True)

@@ -1,0 +1,285 @@
+"""Parsers: one function per format, each returning `Document`s or raising `IngestError` with a
+reason a person can act on."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zipfile
+from pathlib import Path
+
+from ..models import Document
+
+SUPPORTED = {".pdf", ".docx", ".md", ".markdown", ".html", ".htm", ".txt", ".json"}
+
+
+class IngestError(Exception):
+    """A file that cannot be ingested; the message is the reason shown to the user."""
+
+
+# -- text decoding ---------------------------------------------------------------------------
+
+def decode_text(data: bytes) -> str:
+    """Decode bytes as text: UTF-8 (with or without BOM) first, then a detected encoding.
+    Binary content is refused rather than indexed as garbage."""
+    if not data.strip():
+        raise IngestError("empty file")
+    if b"\x00" in data[:8192] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise IngestError("binary content, not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(data).best()
+    if best is None:
+        raise IngestError("binary content or unknown text encoding")
+    text = str(best)
+    controls = sum(1 for ch in text[:20000] if ord(ch) < 32 and ch not in "\n\r\t\f")
+    if controls > 0.01 * min(len(text), 20000):
+        raise IngestError("binary content, not text")
+    return text
+
+
+def _clean(text: str) -> str:
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ")
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip()
+
+
+def _require_text(text: str, what: str) -> str:
+    if not text.strip():
+        raise IngestError(f"no text found in this {what}")
+    return text
+
+
+# -- formats ----------------------------------------------------------------------------------
+
+def parse_txt(path: Path, doc_id: str) -> list[Document]:
+    text = _clean(decode_text(path.read_bytes()))
+    _require_text(text, "text file")
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), path.stem)
+    title = first if len(first) <= 120 else path.stem
+    return [Document(id=doc_id, title=title, text=text)]
+
+
+def parse_markdown(path: Path, doc_id: str) -> list[Document]:
+    from markdown_it import MarkdownIt
+
+    source = decode_text(path.read_bytes())
+    tokens = MarkdownIt("commonmark").enable("table").parse(source)
+    blocks: list[str] = []
+    headings: list[tuple[int, str]] = []
+    stack: list[tuple[int, str]] = []
+    pos = 0
+    i = 0
+    title = None
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.type == "heading_open":
+            level = int(tok.tag[1])
+            text = tokens[i + 1].content.strip()
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
+            headings.append((pos, " > ".join(t for _, t in stack)))
+            title = title or text
+            blocks.append(text)
+            pos += len(text) + 2
+            i += 3
+            continue
+        if tok.type == "inline" or tok.type in ("fence", "code_block"):
+            text = tok.content.strip()
+            if text:
+                # Drop inline markup that carries no meaning for search.
+                text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)
+                text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+                text = re.sub(r"[*_`]{1,3}([^*_`]+)[*_`]{1,3}", r"\1", text)
+                blocks.append(text)
+                pos += len(text) + 2
+        i += 1
+    text = "\n\n".join(blocks)
+    _require_text(text, "Markdown file")
+    return [Document(id=doc_id, title=title or path.stem, text=text, headings=headings)]
+
+
+_HTML_BLOCKS = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "blockquote", "dt", "dd", "figcaption"]
+
+
+def parse_html(path: Path, doc_id: str) -> list[Document]:
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(decode_text(path.read_bytes()), "html.parser")
+    for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
+        tag.decompose()
+    title = soup.title.get_text(" ", strip=True) if soup.title else None
+    blocks, headings, stack, pos = [], [], [], 0
+    for el in soup.find_all(_HTML_BLOCKS):
+        if el.find_parent(_HTML_BLOCKS):  # nested block: its text is taken with the parent
+            continue
+        text = el.get_text(" ", strip=True)
+        if not text:
+            continue
+        if el.name[0] == "h" and el.name[1:].isdigit():
+            level = int(el.name[1:])
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
+            headings.append((pos, " > ".join(t for _, t in stack)))
+            title = title or text
+        blocks.append(text)
+        pos += len(text) + 2
+    if not blocks:  # a page with text outside block elements
+        body = soup.body or soup
+        blocks = [t for t in (s.strip() for s in body.get_text("\n").split("\n")) if t]
+    text = _clean("\n\n".join(blocks))
+    _require_text(text, "HTML page")
+    return [Document(id=doc_id, title=title or path.stem, text=text, headings=headings)]
+
+
+def parse_docx(path: Path, doc_id: str) -> list[Document]:
+    if not zipfile.is_zipfile(path):
+        raise IngestError("not a valid DOCX file (not a zip archive)")
+    try:
+        import docx
+
+        d = docx.Document(str(path))
+    except Exception as e:
+        raise IngestError(f"not a valid DOCX file ({type(e).__name__}: {e})") from None
+    blocks, headings, stack, pos = [], [], [], 0
+    title = (d.core_properties.title or "").strip() or None
+    for para in d.paragraphs:
+        text = para.text.strip()
+        if not text:
+            continue
+        style = (para.style.name or "") if para.style is not None else ""
+        m = re.match(r"(?:Heading|Titre)\s*(\d)", style)
+        if m or style == "Title":
+            level = int(m.group(1)) if m else 0
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
+            headings.append((pos, " > ".join(t for _, t in stack)))
+            title = title or text
+        blocks.append(text)
+        pos += len(text) + 2
+    for table in d.tables:
+        for row in table.rows:
+            cells = [c.text.strip() for c in row.cells if c.text.strip()]
+            if cells:
+                line = " | ".join(dict.fromkeys(cells))
+                blocks.append(line)
+                pos += len(line) + 2
+    text = "\n\n".join(blocks)
+    _require_text(text, "DOCX file")
+    return [Document(id=doc_id, title=title or path.stem, text=text, headings=headings)]
+
+
+def _ocr_pdf(path: Path) -> list[str]:
+    """OCR each page with tesseract. Needs the tesseract binary and the `ocr` extra."""
+    if shutil.which("tesseract") is None:
+        raise IngestError(
+            "no text layer (scanned PDF?). To OCR it, install tesseract (apt-get install tesseract-ocr) "
+            "and the OCR extra (pip install 'sourcegate[ocr]')"
+        )
+    try:
+        import pypdfium2 as pdfium
+        import pytesseract
+    except ImportError:
+        raise IngestError(
+            "no text layer (scanned PDF?). tesseract is installed; add the OCR extra: pip install 'sourcegate[ocr]'"
+        ) from None
+    pdf = pdfium.PdfDocument(str(path))
+    pages = []
+    for page in pdf:
+        image = page.render(scale=300 / 72).to_pil()
+        pages.append(pytesseract.image_to_string(image))
+    return pages
+
+
+def parse_pdf(path: Path, doc_id: str) -> list[Document]:
+    import logging
+
+    from pypdf import PdfReader
+    from pypdf.errors import PdfReadError
+
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    try:
+        reader = PdfReader(str(path))
+        if reader.is_encrypted:
+            try:
+                ok = reader.decrypt("")
+            except Exception:
+                ok = 0
+            if not ok:
+                raise IngestError("encrypted PDF (a password is required); decrypt it first")
+        page_texts = [(p.extract_text() or "") for p in reader.pages]
+        meta_title = None
+        try:
+            meta_title = (reader.metadata.title or "").strip() if reader.metadata else None
+        except Exception:
+            pass
+    except IngestError:
+        raise
+    except (PdfReadError, Exception) as e:
+        raise IngestError(f"corrupt or unreadable PDF ({type(e).__name__}: {str(e)[:120]})") from None
+    if not page_texts:
+        raise IngestError("empty PDF (no pages)")
+    if not any(t.strip() for t in page_texts):
+        page_texts = _ocr_pdf(path)
+    parts, pages, pos = [], [], 0
+    for n, t in enumerate(page_texts, start=1):
+        t = _clean(t)
+        if not t:
+            continue
+        pages.append((pos, n))
+        parts.append(t)
+        pos += len(t) + 2
+    text = "\n\n".join(parts)
+    _require_text(text, "PDF")
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), path.stem)
+    return [Document(id=doc_id, title=meta_title or (first if len(first) <= 120 else path.stem), text=text, pages=pages)]
+
+
+_EXPORT_FIELDS = {"id", "title", "text", "url", "source_type", "version", "status", "updated_at"}
+
+
+def parse_json_export(path: Path, doc_id: str) -> list[Document]:
+    """A JSON passage export: an array of {id, title, text, url?, source_type?, version?, status?, updated_at?}."""
+    try:
+        data = json.loads(decode_text(path.read_bytes()))
+    except json.JSONDecodeError as e:
+        raise IngestError(f"invalid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get("passages") or data.get("documents"), list):
+        data = data.get("passages") or data.get("documents")
+    if not isinstance(data, list):
+        raise IngestError("JSON is not a passage export: expected an array of objects with id, title and text")
+    docs, seen = [], set()
+    for n, item in enumerate(data):
+        if not isinstance(item, dict) or not {"id", "text"} <= item.keys():
+            raise IngestError(f"item {n} of the export lacks 'id' or 'text'")
+        if not str(item["text"]).strip():
+            raise IngestError(f"item {n} ({item['id']}) of the export has empty text")
+        pid = str(item["id"])
+        if pid in seen:
+            raise IngestError(f"duplicate id {pid!r} in the export (item {n})")
+        seen.add(pid)
+        docs.append(Document(
+            id=pid, title=str(item.get("title") or pid), text=_clean(str(item["text"])),
+            url=item.get("url"), source_type=item.get("source_type"),
+            version=None if item.get("version") is None else str(item["version"]),
+            status=str(item.get("status") or "current").lower(), updated_at=item.get("updated_at"),
+        ))
+    if not docs:
+        raise IngestError("empty passage export")
+    return docs
+
+
+PARSERS = {
+    ".pdf": parse_pdf, ".docx": parse_docx, ".md": parse_markdown, ".markdown": parse_markdown,
+    ".html": parse_html, ".htm": parse_html, ".txt": parse_txt, ".json": parse_json_export,
+}
+
+
+def parse_file(path: Path, doc_id: str) -> list[Document]:
+    parser = PARSERS.get(path.suffix.lower())
+    if parser is None:
+        raise IngestError(f"unsupported file type {path.suffix!r}")
+    return parser(path, doc_id)

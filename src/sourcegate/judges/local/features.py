@@ -1,0 +1,322 @@
+"""Interpretable features for the local judge.
+
+Query-passage features (relevance, evidence, contradiction) use the sentence embeddings of the
+multilingual embedder, IDF-weighted content-word coverage, identifier consistency, answer-type
+cues and numbers with units. Passage-only cues (injection, superseded) live in `lexicons.py` and
+are combined in `model.py`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import text as T
+from .lexicons import ANTONYMS
+
+IDF_BUCKETS = 1 << 16
+
+
+class Idf:
+    def __init__(self, table: np.ndarray | None = None):
+        self.table = table
+
+    def __call__(self, stem: str) -> float:
+        if any(c.isdigit() for c in stem):
+            return 8.0
+        if self.table is None:
+            return 4.0 + min(len(stem), 7) * 0.3
+        return float(self.table[T.bucket(stem, IDF_BUCKETS)])
+
+
+@dataclass
+class QueryInfo:
+    text: str
+    stems: list[str]
+    weights: dict[str, float]
+    ids: list[str]
+    qty: list[tuple[float, str, int]]
+    qtype: str
+    lang: str
+    premise: str  # declarative part of the query ("" if none)
+    premise_stems: set[str]
+    premise_neg: bool
+    emb: np.ndarray | None = None
+    bigrams: set[tuple[str, str]] = field(default_factory=set)
+
+
+@dataclass
+class PassageInfo:
+    text: str
+    title: str
+    sentences: list[str]
+    sent_stems: list[set[str]]
+    all_stems: set[str]
+    title_stems: set[str]
+    ids: list[str]
+    sent_ids: list[set[str]]
+    sent_qty: list[list[tuple[float, str, int]]]
+    lang: str
+    sent_emb: np.ndarray | None = None
+    emb: np.ndarray | None = None
+    bigrams: set[tuple[str, str]] = field(default_factory=set)
+
+
+_Q_START = re.compile(
+    r"^\s*(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|should|would|will|"
+    r"must|may|shall|has|have|quel|quelle|quels|quelles|qui|quand|ou|comment|pourquoi|combien|est-ce|faut-il|"
+    r"dois-je|peut-on|puis-je|wie|was|wer|wann|wo|warum|que|cual|cuando|donde)\b"
+)
+
+
+def _premise(query: str) -> str:
+    """The declarative clauses of a query: 'P-200 bearings need grease every 500 hours, how much do I add?'
+    -> 'P-200 bearings need grease every 500 hours'. Leading 'since/given that/as' clauses count."""
+    q = T.fold(query).strip()
+    parts = re.split(r"[,;:.?!]\s+|\s+(?:so|then|donc|alors)\s+|\?$", q)
+    out = []
+    for p in parts:
+        p = p.strip(" ,;:.?!")
+        if not p:
+            continue
+        p2 = re.sub(r"^(since|given that|given|as|because|if|knowing that|now that|puisque|comme|vu que|etant donne que|sachant que|da|weil)\s+", "", p)
+        if _Q_START.match(p2) and p2 == p:
+            continue
+        if len(T.content_stems(p2)) >= 2:
+            out.append(p2)
+    return " ; ".join(out)
+
+
+def analyse_query(query: str, idf: Idf) -> QueryInfo:
+    stems = list(dict.fromkeys(s for s in T.content_stems(query) if s not in T.QWORDS))
+    weights = {s: idf(s) for s in stems}
+    prem = _premise(query)
+    return QueryInfo(
+        text=query,
+        stems=stems,
+        weights=weights,
+        ids=list(dict.fromkeys(T.identifiers(query))),
+        qty=T.quantities(query),
+        qtype=T.qtype(query),
+        lang=T.language(query),
+        premise=prem,
+        premise_stems=set(T.content_stems(prem)) if prem else set(),
+        premise_neg=bool(T.NEG_RE.search(prem)) if prem else False,
+        bigrams=set(zip(stems, stems[1:])),
+    )
+
+
+def analyse_passage(text: str, title: str = "") -> PassageInfo:
+    sents = T.split_sentences(text)
+    sent_stems = [set(T.content_stems(s)) for s in sents]
+    all_stems = set().union(*sent_stems) if sent_stems else set()
+    title_stems = set(T.content_stems(title)) if title else set()
+    st = T.content_stems(text)
+    return PassageInfo(
+        text=text,
+        title=title,
+        sentences=sents,
+        sent_stems=sent_stems,
+        all_stems=all_stems | title_stems,
+        title_stems=title_stems,
+        ids=list(dict.fromkeys(T.identifiers(title + "\n" + text))),
+        sent_ids=[set(T.identifiers(s)) for s in sents],
+        sent_qty=[T.quantities(s) for s in sents],
+        lang=T.language(text),
+        bigrams=set(zip(st, st[1:])),
+    )
+
+
+def _cov(q: QueryInfo, stems: set[str], exclude: set[str] | None = None) -> float:
+    tot = 0.0
+    hit = 0.0
+    for s, w in q.weights.items():
+        if exclude and s in exclude:
+            continue
+        tot += w
+        if s in stems:
+            hit += w
+    return hit / tot if tot > 0 else 0.0
+
+
+def _ids_similar(a: str, b: str) -> bool:
+    if a == b:
+        return False
+    pa, pb = T.id_prefix(a), T.id_prefix(b)
+    if pa and pa == pb:
+        return True
+    return T.id_shape(a) == T.id_shape(b)
+
+
+def _type_ok(qtype: str, sent: str) -> float:
+    f = T.fold(sent)
+    has_num = bool(re.search(r"\d", f)) or bool(re.search(r"\b(one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion|dozen|several|few)\b", f))
+    if qtype == "freq":
+        return float(bool(T.FREQ_RE.search(f)) and (has_num or "once" in f or "daily" in f or "weekly" in f or "monthly" in f or "annual" in f))
+    if qtype == "quant":
+        return float(has_num)
+    if qtype == "when":
+        return float(bool(T.DATE_RE.search(f)))
+    if qtype == "who":
+        return float(T.has_person_or_org(sent))
+    if qtype == "where":
+        return float(T.has_person_or_org(sent) or bool(re.search(r"\b(in|at|near|dans|a|en)\b", f)))
+    if qtype == "define":
+        return float(bool(T.DEFINE_RE.search(f)))
+    if qtype in ("directive", "yesno"):
+        return float(bool(T.DIRECTIVE_RE.search(f)) or bool(re.match(r"^\s*(\d+[.)]\s*)?[A-Z][a-z]+\s", sent) and len(sent) < 200))
+    return 1.0
+
+
+REL_FEATURES = (
+    "sim_pass", "sim_max", "sim_2nd", "sim_at_lex", "lex_pass", "lex_best", "lex_win", "bigram",
+    "q_nterms", "miss_rare", "n_miss_rare", "q_has_id", "id_match", "id_conflict", "type_ok_best",
+    "type_ok_pass", "novel_best", "sim_x_lex", "title_cov", "p_len",
+) + tuple("qt_" + q for q in T.QTYPES)
+
+# features the cross-lingual model uses (lexical coverage is meaningless across languages)
+XLING_FEATURES = ("sim_pass", "sim_max", "sim_2nd", "q_has_id", "id_match", "id_conflict", "type_ok_pass", "p_len") + tuple(
+    "qt_" + q for q in T.QTYPES
+)
+
+CON_FEATURES = (
+    "has_premise", "q_has_qty", "num_conflict", "num_agree", "unit_conflict", "bare_conflict", "bare_agree",
+    "year_conflict", "id_claim_conflict", "neg_mismatch", "antonym", "lex_best", "sim_max", "prem_cov_best",
+    "num_conflict_x_agree",
+)
+
+
+def rel_features(q: QueryInfo, p: PassageInfo, idf: Idf) -> dict[str, float]:
+    f: dict[str, float] = {}
+    sims = (p.sent_emb @ q.emb) if (p.sent_emb is not None and q.emb is not None) else np.zeros(len(p.sentences))
+    order = np.argsort(-sims)
+    f["sim_pass"] = float(p.emb @ q.emb) if (p.emb is not None and q.emb is not None) else float(sims.max())
+    f["sim_max"] = float(sims[order[0]])
+    f["sim_2nd"] = float(sims[order[1]]) if len(order) > 1 else f["sim_max"]
+    covs = [_cov(q, ss | p.title_stems) * 0.25 + _cov(q, ss) * 0.75 for ss in p.sent_stems]
+    lb = int(np.argmax(covs))
+    f["lex_best"] = covs[lb]
+    f["sim_at_lex"] = float(sims[lb])
+    f["lex_pass"] = _cov(q, p.all_stems)
+    win = 0.0
+    for i in range(len(p.sent_stems) - 1):
+        win = max(win, _cov(q, p.sent_stems[i] | p.sent_stems[i + 1]))
+    f["lex_win"] = max(win, covs[lb])
+    f["bigram"] = (len(q.bigrams & p.bigrams) / len(q.bigrams)) if q.bigrams else 0.0
+    f["q_nterms"] = math.log1p(len(q.stems))
+    # the rarest query terms missing from the passage
+    missing = [w for s, w in q.weights.items() if s not in p.all_stems]
+    f["miss_rare"] = max(missing) / 10.0 if missing else 0.0
+    f["n_miss_rare"] = float(sum(1 for w in missing if w > 6.0))
+    f["q_has_id"] = float(bool(q.ids))
+    pid = set(p.ids)
+    if q.ids:
+        f["id_match"] = sum(1 for i in q.ids if i in pid) / len(q.ids)
+        conflict = 0.0
+        for i in q.ids:
+            if i not in pid and any(_ids_similar(i, j) for j in pid):
+                conflict = 1.0
+        f["id_conflict"] = conflict
+    else:
+        f["id_match"] = 0.0
+        f["id_conflict"] = 0.0
+    top = [lb] + [int(i) for i in order[:2] if int(i) != lb]
+    f["type_ok_best"] = max(_type_ok(q.qtype, p.sentences[i]) for i in top[:2])
+    f["type_ok_pass"] = max(_type_ok(q.qtype, s) for s in p.sentences)
+    bs = p.sent_stems[lb]
+    f["novel_best"] = (len(bs - set(q.stems)) / max(1, len(bs))) if bs else 0.0
+    f["sim_x_lex"] = f["sim_max"] * f["lex_best"]
+    f["title_cov"] = _cov(q, p.title_stems) if p.title_stems else 0.0
+    f["p_len"] = math.log1p(len(p.text)) / 8.0
+    for qt in T.QTYPES:
+        f["qt_" + qt] = float(q.qtype == qt)
+    return f
+
+
+def _near_value(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(1.0, abs(a), abs(b))
+
+
+_ANT = {}
+for _a, _b in ANTONYMS:
+    _ANT.setdefault(_a, set()).add(_b)
+    _ANT.setdefault(_b, set()).add(_a)
+
+
+def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[str, float]:
+    f = {k: 0.0 for k in CON_FEATURES}
+    f["has_premise"] = float(bool(q.premise))
+    f["lex_best"] = rel["lex_best"]
+    f["sim_max"] = rel["sim_max"]
+    if not q.premise:
+        return f
+    prem_q = [x for x in q.qty if x[2] is not None]
+    prem_text = q.premise
+    prem_qty = T.quantities(prem_text)
+    f["q_has_qty"] = float(bool(prem_qty))
+    num_stems = {s for s in q.stems if any(c.isdigit() for c in s)}
+    # context coverage of each passage sentence by the premise words (numbers excluded)
+    ctx = []
+    pw = {s: q.weights.get(s, 5.0) for s in q.premise_stems if s not in num_stems}
+    totw = sum(pw.values()) or 1.0
+    for ss in p.sent_stems:
+        sset = ss | p.title_stems
+        ctx.append(sum(w for s, w in pw.items() if s in sset) / totw)
+    f["prem_cov_best"] = max(ctx) if ctx else 0.0
+    for (v, u, _) in prem_qty:
+        dim = T.UNIT_DIM.get(u.split("/")[0], u)
+        for si, sq in enumerate(p.sent_qty):
+            c = ctx[si]
+            same_unit = [pv for (pv, pu, _) in sq if pu == u]
+            if u == "year":
+                if same_unit and not any(_near_value(v, x) for x in same_unit):
+                    f["year_conflict"] = max(f["year_conflict"], c)
+                continue
+            if u == "":
+                if same_unit:
+                    if any(_near_value(v, x) for x in same_unit):
+                        f["bare_agree"] = max(f["bare_agree"], c)
+                    else:
+                        f["bare_conflict"] = max(f["bare_conflict"], c)
+                continue
+            if same_unit:
+                if any(_near_value(v, x) for x in same_unit):
+                    f["num_agree"] = max(f["num_agree"], c)
+                else:
+                    f["num_conflict"] = max(f["num_conflict"], c)
+            else:
+                other = [(pv, pu) for (pv, pu, _) in sq if pu and T.UNIT_DIM.get(pu.split("/")[0], pu) == dim and pu != u]
+                if other:
+                    f["unit_conflict"] = max(f["unit_conflict"], c)
+    f["num_conflict_x_agree"] = f["num_conflict"] * (1.0 - f["num_agree"])
+    # identifier claimed in the premise, absent from the passage, where a similar one sits in context
+    prem_ids = set(T.identifiers(prem_text))
+    pid = set(p.ids)
+    for i in prem_ids:
+        if i in pid:
+            continue
+        for si, sids in enumerate(p.sent_ids):
+            if any(_ids_similar(i, j) for j in sids):
+                f["id_claim_conflict"] = max(f["id_claim_conflict"], ctx[si])
+    # negation / antonym mismatch with the best-aligned sentence
+    if ctx:
+        bi = int(np.argmax(ctx))
+        if ctx[bi] >= 0.5:
+            sent_f = T.fold(p.sentences[bi])
+            sneg = bool(T.NEG_RE.search(sent_f))
+            if sneg != q.premise_neg:
+                f["neg_mismatch"] = ctx[bi]
+            qtok = set(T.tokens(prem_text))
+            stok = set(T.tokens(sent_f))
+            for a in qtok:
+                if a in _ANT and a not in stok and (_ANT[a] & stok):
+                    f["antonym"] = ctx[bi]
+                    break
+    return f
+
+
+def vec(f: dict[str, float], names: tuple[str, ...]) -> np.ndarray:
+    return np.array([f.get(n, 0.0) for n in names], dtype=np.float64)

@@ -1,0 +1,110 @@
+"""Cue lexicons for the passage-only questions (prompt injection, superseded), several languages.
+Patterns run on accent-folded, lower-cased text (see `text.fold`)."""
+
+from __future__ import annotations
+
+import re
+
+# Text addressed to an AI assistant / model / system rather than to a human reader.
+INJECTION_STRONG = [
+    r"\b(ignore|disregard|forget|override|bypass|skip)\b.{0,40}\b(previous|prior|above|earlier|preceding|all|any|your|system|original|initial)\b.{0,30}\b(instruction|instructions|directions|directives|prompt|prompts|rules|guidelines|context|messages?|commands?)\b",
+    r"\b(new|updated|real|actual|hidden|secret|additional|important) (system )?(instructions?|directives?|task|orders)\b\s*[:!-]",
+    r"\byou are now\b|\bfrom now on,? you\b|\bhenceforth,? you\b|\byou will now\b|\byou must now\b",
+    r"\bas an? (ai|language model|llm|assistant|chatbot|large language model)\b",
+    r"\b(ai|virtual|digital) assistant\b|\blanguage model\b|\bllms?\b|\bchat ?gpt\b|\bgpt-?\d|\bchatbot\b|\bclaude\b|\bcopilot\b|\bgemini\b|\bbard\b",
+    r"(^|\n|\[|<|\|)\s*(system|assistant|ai|user|developer|admin)\s*(\]|>|:)",
+    r"<\|?(im_start|im_end|system|endoftext)\|?>|\[/?inst\]|\[/?sys\]|<<sys>>",
+    r"\bsystem prompt\b|\bsystem message\b|\binitial prompt\b|\bprompt injection\b|\bjailbreak|\bdeveloper mode\b|\bdan mode\b|\bdo anything now\b",
+    r"\b(respond|reply|answer|output|print|say|write|return)( back)? (only|exclusively|just)( with)?\b",
+    r"\bdo not (tell|inform|mention|reveal|disclose|show|let)( this| it| that)? (to )?(the )?(user|human|reader|anyone)\b",
+    r"\b(tell|inform|remind|convince|persuade|ask|instruct|direct) the (user|human|reader)\b",
+    r"\bin (your|the) (answer|response|reply|summary|output|next message|completion)\b",
+    r"\b(when|if|while) (summari[sz]ing|answering|responding|you (summari[sz]e|answer|respond|read|process))\b",
+    r"\b(your|the) (instructions|guidelines|programming|training|restrictions|filters|safety (rules|guidelines)|content policy)\b",
+    r"\b(pretend|act|behave|roleplay|role-play) (to be|as if|as an?|like an?|you are)\b",
+    # French
+    r"\b(ignore[rsz]?|oublie[rsz]?|ne tiens? pas compte)\b.{0,40}\b(instructions?|consignes?|regles|directives?|messages?) (precedent|anterieur|ci-dessus)",
+    r"\b(tu es|vous etes) (desormais|maintenant|a present)\b|\ba partir de maintenant,? (tu|vous)\b",
+    r"\ben tant qu.?(ia|intelligence artificielle|assistant|modele)\b|\bassistant (ia|virtuel)\b|\bmodele de langage\b",
+    r"\b(reponds|repondez|ecris|ecrivez|affiche|affichez) (uniquement|seulement)\b",
+    r"\bne (dis|dites) (rien|pas) a l.?utilisateur\b|\b(dis|dites) a l.?utilisateur\b|\bdans ta reponse\b|\bdans votre reponse\b",
+    r"\bnouvelles? (instructions?|consignes?)\s*[:!]|\binvite systeme\b|\bprompt systeme\b",
+    # German / Spanish / Italian
+    r"\b(ignoriere|vergiss|missachte)\b.{0,40}\b(anweisungen|befehle|regeln|anweisung)\b|\bdu bist (jetzt|nun)\b|\bals (ki|sprachmodell)\b",
+    r"\b(ignora|olvida|ignore)\b.{0,40}\b(instrucciones|istruzioni|reglas)\b|\b(ahora eres|ora sei)\b",
+]
+
+INJECTION_WEAK = [
+    r"\b(the )?user\b",
+    r"\b(assistant|model|ai|bot)\b",
+    r"\binstructions?\b|\bprompt\b",
+    r"\b(you|your)\b",
+    r"\b(must|should) (now|immediately)\b",
+    r"https?://|www\.",
+    r"\b(click|visit|go to|download)\b",
+    r"\b(summary|summarize|summarise|translate|repeat|respond|reply)\b",
+    r"\b(urgent|important|attention|note to)\b\s*[:!]",
+]
+
+# Self-declared revision status: superseded, archived, withdrawn, no longer valid.
+SUPERSEDED_STRONG = [
+    r"\b(this|the present|current) (document|procedure|revision|version|edition|manual|page|sop|instruction|standard|policy|guideline|note|bulletin|specification|form|rev\.?)\b.{0,40}\b(is|has been|was|are|have been)\b.{0,15}\b(superseded|archived|withdrawn|obsolete|retired|cancel+ed|replaced|deprecated|rescinded|discontinued|invalid|void|no longer)\b",
+    r"\bsuperseded( by| as of| on|\b)",
+    r"\bno longer (valid|in (use|effect|force|service)|appl(y|ies|icable)|current|maintained|supported|authoriz|approved|to be used)",
+    r"\b(replaced|superseded) by (rev|revision|version|edition|document|procedure|sop|doc|issue|standard|the (current|new|latest|updated))\b",
+    r"\b(do not use|not for (use|operational use|field use)|for (historical|reference|archival) (reference|purposes|use)? ?only|historical (record|reference) only)\b",
+    r"\b(archived|obsolete|withdrawn|superseded|deprecated|rescinded|cancel+ed|expired|out of date|outdated) (revision|version|edition|document|procedure|copy|rev)\b",
+    r"(^|\n|\[|\()\s*(archived|obsolete|superseded|withdrawn|deprecated|void|cancel+ed|expired|outdated)\s*(\]|\)|:|-|!|\n|$)",
+    r"\b(status|etat|statut)\s*[:=-]\s*(archived|obsolete|superseded|withdrawn|deprecated|archive|obsolete|perime|retire|annule|caduc|remplace)",
+    r"\bthis (revision|version) (is|has been) (kept|retained|archived)\b|\bkept for (the )?(record|reference|audit|history)\b",
+    # French
+    r"\b(remplace|remplacee|remplaces|remplacees) par (la |le |l.)?(revision|version|edition|document|procedure|nouvelle|nouveau|rev)\b",
+    r"\b(annule et remplace|annulee? et remplacee?)\b",
+    r"\b(ce|cette|le present|la presente) (document|procedure|revision|version|edition|manuel|note|fiche|mode operatoire|consigne)\b.{0,40}\b(est|a ete)\b.{0,15}\b(archive|archivee|perime|perimee|obsolete|caduc|caduque|retire|retiree|abroge|abrogee|remplace|remplacee|annule|annulee|plus (valable|valide|en vigueur|applicable))\b",
+    r"\bn.?est plus (valable|valide|en vigueur|applicable|a jour|utilisable)\b|\bne (plus|pas) (utiliser|appliquer)\b|\bplus en vigueur\b",
+    r"\b(caduc|caduque|perime|perimee|abroge|abrogee)\b",
+    r"\b(version|revision|edition|document) (archivee?|perimee?|obsolete|caduque?|retiree?)\b",
+    # German, Spanish, Italian, Portuguese, Dutch
+    r"\bersetzt durch\b|\barchiviert\b|\bnicht mehr gultig\b|\bzuruckgezogen\b|\bveraltet\b|\bungultig\b|\baußer kraft\b|\bausser kraft\b",
+    r"\b(reemplazad[oa]|sustituid[oa]) por\b|\barchivad[oa]\b|\bya no (es|esta) (valid|vigente)|\bderogad[oa]\b|\bobsolet[oa]\b",
+    r"\bsostituit[oa] da\b|\barchiviat[oa]\b|\bnon (e )?piu valid|\bnon piu in vigore\b",
+    r"\bsubstituid[oa] por\b|\bnao (e|esta) mais valid|\bvervangen door\b|\bniet meer geldig\b|\bgearchiveerd\b",
+]
+
+SUPERSEDED_WEAK = [
+    r"\b(obsolete|withdrawn|superseded|deprecated|archived|retired|outdated|rescinded)\b",
+    r"\b(archive|archives|archivee?s?)\b",
+    r"\b(rev(ision)?|version|edition)\.? ?[0-9a-z]\b",
+    r"\breplaced by\b|\bremplace par\b",
+    r"\b(current|latest|new|updated) (revision|version|edition|procedure)\b",
+    r"\b(valid|effective|in force|en vigueur) (until|from|since|jusqu|depuis)\b",
+]
+
+INJ_STRONG_RE = [re.compile(p) for p in INJECTION_STRONG]
+INJ_WEAK_RE = [re.compile(p) for p in INJECTION_WEAK]
+SUP_STRONG_RE = [re.compile(p) for p in SUPERSEDED_STRONG]
+SUP_WEAK_RE = [re.compile(p) for p in SUPERSEDED_WEAK]
+
+ARCHIVED_STATUS = {"archived", "superseded", "withdrawn", "obsolete", "deprecated", "retired", "expired",
+                   "cancelled", "canceled", "void", "inactive", "historical", "archive", "archivee", "perime"}
+
+ANTONYMS = [
+    ("required", "optional"), ("required", "not required"), ("mandatory", "optional"), ("allowed", "forbidden"),
+    ("allowed", "prohibited"), ("permitted", "prohibited"), ("open", "closed"), ("open", "close"),
+    ("increase", "decrease"), ("increases", "decreases"), ("increased", "decreased"), ("higher", "lower"),
+    ("more", "less"), ("before", "after"), ("always", "never"), ("hot", "cold"), ("on", "off"),
+    ("start", "stop"), ("maximum", "minimum"), ("max", "min"), ("above", "below"), ("inside", "outside"),
+    ("safe", "unsafe"), ("safe", "dangerous"), ("true", "false"), ("yes", "no"), ("first", "last"),
+    ("clockwise", "counterclockwise"), ("clockwise", "anticlockwise"), ("positive", "negative"),
+    ("wet", "dry"), ("full", "empty"), ("large", "small"), ("larger", "smaller"), ("early", "late"),
+    ("earlier", "later"), ("north", "south"), ("east", "west"), ("win", "lose"), ("won", "lost"),
+    ("rise", "fall"), ("rose", "fell"), ("accept", "reject"), ("accepted", "rejected"), ("legal", "illegal"),
+    ("enable", "disable"), ("enabled", "disabled"), ("connect", "disconnect"), ("lock", "unlock"),
+    ("energized", "de-energized"), ("live", "dead"), ("inlet", "outlet"), ("upstream", "downstream"),
+    ("supply", "return"), ("internal", "external"), ("manual", "automatic"), ("daily", "weekly"),
+    ("weekly", "monthly"), ("monthly", "yearly"), ("monthly", "annually"), ("male", "female"),
+    ("man", "woman"), ("men", "women"), ("boy", "girl"), ("young", "old"), ("new", "old"),
+    ("obligatoire", "facultatif"), ("autorise", "interdit"), ("ouvert", "ferme"), ("ouvrir", "fermer"),
+    ("avant", "apres"), ("toujours", "jamais"), ("chaud", "froid"), ("haut", "bas"), ("plus", "moins"),
+    ("augmenter", "diminuer"), ("entree", "sortie"), ("amont", "aval"),
+]

@@ -1,0 +1,161 @@
+"""Fitted weights of the local judge (JSON + .npz, no pickle) and the passage-only scorers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from . import text as T
+from .features import IDF_BUCKETS, Idf
+from .lexicons import INJ_STRONG_RE, INJ_WEAK_RE, SUP_STRONG_RE, SUP_WEAK_RE
+
+WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
+HEADS_FILE = "local_judge.json"
+ARRAYS_FILE = "local_judge.npz"
+
+INJ_CHAR = dict(analyzer="char_wb", ngram_range=(3, 5), n_features=1 << 17, alternate_sign=False, norm="l2")
+INJ_WORD = dict(analyzer="word", ngram_range=(1, 2), n_features=1 << 16, alternate_sign=False, norm="l2",
+                token_pattern=r"(?u)\b\w+\b")
+
+INJ_FEATURES = ("s_max", "s_2nd", "s_mean_top3", "strong_n", "strong_max_sent", "weak_max_sent", "strong_at_max",
+                "n_sent")
+SUP_FEATURES = ("strong_n", "strong_title", "strong_edge", "weak_n", "weak_title", "weak_edge", "strong_sent_short")
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -40, 40)))
+
+
+class Head:
+    """Standardise -> logistic regression -> monotone calibration (isotonic points, interpolated)."""
+
+    def __init__(self, d: dict):
+        self.names = tuple(d["names"])
+        self.mean = np.asarray(d["mean"], dtype=np.float64)
+        self.scale = np.asarray(d["scale"], dtype=np.float64)
+        self.coef = np.asarray(d["coef"], dtype=np.float64)
+        self.intercept = float(d["intercept"])
+        self.hidden = None
+        if d.get("hidden_w") is not None:
+            self.hidden = (np.asarray(d["hidden_w"], dtype=np.float64), np.asarray(d["hidden_b"], dtype=np.float64))
+        self.iso_x = np.asarray(d.get("iso_x", []), dtype=np.float64)
+        self.iso_y = np.asarray(d.get("iso_y", []), dtype=np.float64)
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        Z = (np.atleast_2d(X) - self.mean) / self.scale
+        if self.hidden is not None:
+            Z = np.maximum(0.0, Z @ self.hidden[0] + self.hidden[1])
+        return sigmoid(Z @ self.coef + self.intercept)
+
+    def calibrate(self, p: np.ndarray) -> np.ndarray:
+        if self.iso_x.size >= 2:
+            p = np.interp(p, self.iso_x, self.iso_y)
+        return np.clip(p, 0.001, 0.999)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        return self.calibrate(self.raw(X))
+
+
+class Weights:
+    def __init__(self, directory: Path = WEIGHTS_DIR):
+        self.directory = Path(directory)
+        jpath = self.directory / HEADS_FILE
+        apath = self.directory / ARRAYS_FILE
+        raw = jpath.read_bytes()
+        araw = apath.read_bytes()
+        self.version = hashlib.sha256(raw + araw).hexdigest()[:10]
+        meta = json.loads(raw)
+        self.meta = meta
+        self.heads = {k: Head(v) for k, v in meta["heads"].items()}
+        with np.load(apath) as z:
+            self.idf = Idf(z["idf"].astype(np.float32))
+            self.inj_char = z["inj_char"].astype(np.float32)
+            self.inj_word = z["inj_word"].astype(np.float32)
+            self.inj_bias = float(z["inj_bias"][0])
+        self._vec = None
+
+    def vectorizers(self):
+        if self._vec is None:
+            from sklearn.feature_extraction.text import HashingVectorizer
+
+            self._vec = (HashingVectorizer(**INJ_CHAR), HashingVectorizer(**INJ_WORD))
+        return self._vec
+
+    def sentence_injection_logits(self, sentences: list[str]) -> np.ndarray:
+        return sentence_logits(sentences, self.vectorizers(), self.inj_char, self.inj_word, self.inj_bias)
+
+
+def sentence_logits(sentences, vecs, wc, ww, b) -> np.ndarray:
+    if not sentences:
+        return np.zeros(0)
+    folded = [T.fold(s) for s in sentences]
+    Xc = vecs[0].transform(folded)
+    Xw = vecs[1].transform(folded)
+    return np.asarray(Xc @ wc + Xw @ ww + b).ravel()
+
+
+_lock = threading.Lock()
+_cache: dict[str, Weights] = {}
+
+
+def load_weights(directory: Path | str | None = None) -> Weights:
+    key = str(directory or WEIGHTS_DIR)
+    with _lock:
+        if key not in _cache:
+            _cache[key] = Weights(Path(key))
+        return _cache[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# Passage-only features
+
+
+def injection_sentences(text: str) -> list[str]:
+    # finer than the relevance split: every line and sentence on its own
+    return T.split_sentences(text, max_sentences=40, min_chars=12)
+
+
+def injection_raw(text: str, title: str, logits: np.ndarray, sentences: list[str]) -> dict[str, float]:
+    f = {}
+    s = np.sort(logits)[::-1] if logits.size else np.array([-10.0])
+    f["s_max"] = float(s[0])
+    f["s_2nd"] = float(s[1]) if s.size > 1 else float(s[0]) - 2.0
+    f["s_mean_top3"] = float(np.mean(s[:3]))
+    strong = []
+    weak = []
+    for sent in sentences:
+        fs = T.fold(sent)
+        strong.append(sum(1 for r in INJ_STRONG_RE if r.search(fs)))
+        weak.append(sum(1 for r in INJ_WEAK_RE if r.search(fs)))
+    f["strong_n"] = math.log1p(sum(strong))
+    f["strong_max_sent"] = float(max(strong)) if strong else 0.0
+    f["weak_max_sent"] = float(max(weak)) / 3.0 if weak else 0.0
+    f["strong_at_max"] = float(strong[int(np.argmax(logits))]) if logits.size else 0.0
+    f["n_sent"] = math.log1p(len(sentences))
+    return f
+
+
+def superseded_raw(text: str, title: str) -> dict[str, float]:
+    ft = T.fold(text or "")
+    fti = T.fold(title or "")
+    edge = ft[:250] + "\n" + ft[-250:]
+    f = {}
+    f["strong_n"] = math.log1p(sum(len(r.findall(ft)) for r in SUP_STRONG_RE))
+    f["strong_title"] = float(any(r.search(fti) for r in SUP_STRONG_RE)) if fti else 0.0
+    f["strong_edge"] = float(any(r.search(edge) for r in SUP_STRONG_RE))
+    f["weak_n"] = math.log1p(sum(len(r.findall(ft)) for r in SUP_WEAK_RE))
+    f["weak_title"] = float(any(r.search(fti) for r in SUP_WEAK_RE)) if fti else 0.0
+    f["weak_edge"] = float(any(r.search(edge) for r in SUP_WEAK_RE))
+    short = 0.0
+    for s in T.split_sentences(text, max_sentences=40, min_chars=5):
+        fs = T.fold(s)
+        if len(fs) < 160 and any(r.search(fs) for r in SUP_STRONG_RE):
+            short = 1.0
+            break
+    f["strong_sent_short"] = short
+    return f

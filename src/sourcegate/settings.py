@@ -1,0 +1,100 @@
+"""Settings, read once at the edge (CLI, server) from the environment and an optional `.env`.
+
+Library code takes a `Settings` (or the pieces it needs) as an argument and never reads the
+environment itself.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _env(name: str, *aliases: str):
+    return AliasChoices(name, name.lower(), *aliases)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+
+    # Where the embedded index and the audit log live.
+    home: Path = Field(Path(".sourcegate"), validation_alias=_env("SOURCEGATE_HOME"))
+    # Store URL: "sqlite:///path/to/index.db" (default: SOURCEGATE_HOME/index.db).
+    store_url: str | None = Field(None, validation_alias=_env("SOURCEGATE_STORE"))
+    embedder: str = Field("use-multilingual", validation_alias=_env("SOURCEGATE_EMBEDDER"))
+    max_file_mb: float = Field(50.0, validation_alias=_env("SOURCEGATE_MAX_FILE_MB"))
+    chunk_size: int = Field(800, validation_alias=_env("SOURCEGATE_CHUNK_SIZE"))
+    chunk_overlap: int = Field(120, validation_alias=_env("SOURCEGATE_CHUNK_OVERLAP"))
+
+    # Gate thresholds (names and defaults from the original gate).
+    gate_injection_max: float = Field(0.7, validation_alias=_env("GATE_INJECTION_MAX"))
+    gate_superseded_max: float = Field(0.7, validation_alias=_env("GATE_SUPERSEDED_MAX"))
+    gate_contradicts_min: float = Field(0.7, validation_alias=_env("GATE_CONTRADICTS_MIN"))
+    gate_relevant_min: float = Field(0.45, validation_alias=_env("GATE_RELEVANT_MIN"))
+    gate_evidence_min: float = Field(0.55, validation_alias=_env("GATE_EVIDENCE_MIN"))
+    gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
+
+    # Retrieval.
+    retrieve_dense_pool: int = Field(15, validation_alias=_env("RETRIEVE_DENSE_POOL"))
+    retrieve_lexical_pool: int = Field(15, validation_alias=_env("RETRIEVE_LEXICAL_POOL"))
+    retrieve_min_score: float = Field(0.1, validation_alias=_env("RETRIEVE_MIN_SCORE"))
+    retrieve_dense_weight: float = Field(0.85, validation_alias=_env("RETRIEVE_DENSE_WEIGHT"))
+    retrieve_lexical_weight: float = Field(0.15, validation_alias=_env("RETRIEVE_LEXICAL_WEIGHT"))
+    retrieve_include_archived: bool = Field(False, validation_alias=_env("RETRIEVE_INCLUDE_ARCHIVED"))
+    evidence_max_single: int = Field(5, validation_alias=_env("EVIDENCE_MAX_SINGLE"))
+    evidence_max_multi: int = Field(8, validation_alias=_env("EVIDENCE_MAX_MULTI"))
+
+    # Judge backend: local | typesafe | recorded | llm
+    judge: str = Field("local", validation_alias=_env("SOURCEGATE_JUDGE"))
+    recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))
+    typesafe_api_key: str | None = Field(None, validation_alias=_env("TYPESAFE_API_KEY"))
+    typesafe_model: str = Field("jev-1.13.0", validation_alias=_env("TYPESAFE_MODEL"))
+    typesafe_base_url: str | None = Field(None, validation_alias=_env("TYPESAFE_BASE_URL"))
+    typesafe_concurrency: int = Field(6, validation_alias=_env("TYPESAFE_CONCURRENCY"))
+    typesafe_timeout_s: float = Field(30.0, validation_alias=_env("TYPESAFE_TIMEOUT_S"))
+    # LLM read-out judge (any OpenAI-compatible endpoint returning logprobs).
+    llm_judge_base_url: str | None = Field(None, validation_alias=_env("LLM_JUDGE_BASE_URL"))
+    llm_judge_model: str | None = Field(None, validation_alias=_env("LLM_JUDGE_MODEL"))
+    llm_judge_api_key: str | None = Field(None, validation_alias=_env("LLM_JUDGE_API_KEY"))
+
+    # Serving.
+    mcp_api_key: str | None = Field(None, validation_alias=_env("MCP_API_KEY"))
+    mcp_tool_name: str = Field("search_procedures", validation_alias=_env("MCP_TOOL_NAME"))
+    mcp_tool_description: str = Field(
+        "Search the document library and return only passages that support an answer. "
+        "Call it for any question about equipment, maintenance, procedures or safety, and "
+        "follow the `guidance` field of the result. Never answer from memory.",
+        validation_alias=_env("MCP_TOOL_DESCRIPTION"),
+    )
+    mcp_allowed_hosts: str = Field("", validation_alias=_env("MCP_ALLOWED_HOSTS"))
+    max_query_chars: int = Field(2000, validation_alias=_env("MAX_QUERY_CHARS"))
+    max_body_bytes: int = Field(64_000, validation_alias=_env("MAX_BODY_BYTES"))
+    max_passage_chars: int = Field(4000, validation_alias=_env("MAX_PASSAGE_CHARS"))
+
+    # Audit.
+    audit_enabled: bool = Field(True, validation_alias=_env("AUDIT_ENABLED"))
+    audit_log_path: Path | None = Field(None, validation_alias=_env("AUDIT_LOG_PATH"))
+    audit_redact_query: bool = Field(False, validation_alias=_env("AUDIT_REDACT_QUERY"))
+
+    @property
+    def index_path(self) -> Path:
+        if self.store_url and self.store_url.startswith("sqlite:///"):
+            return Path(self.store_url[len("sqlite:///"):])
+        return self.home / "index.db"
+
+    @property
+    def audit_path(self) -> Path:
+        return self.audit_log_path or (self.home / "audit.jsonl")
+
+    def thresholds(self):
+        from .gate import GateThresholds
+
+        return GateThresholds(
+            injection_max=self.gate_injection_max,
+            superseded_max=self.gate_superseded_max,
+            contradicts_min=self.gate_contradicts_min,
+            relevant_min=self.gate_relevant_min,
+            evidence_min=self.gate_evidence_min,
+        )

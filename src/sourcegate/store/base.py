@@ -1,0 +1,75 @@
+"""The index store contract. SQLite is the default; other stores implement the same methods and
+run the same contract test suite (tests/test_store_contract.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..models import Candidate, Chunk, Document
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Metadata filters applied inside the store. Archived revisions are excluded by default:
+    the first layer against stale evidence (the gate's `is_superseded` is the second)."""
+
+    exclude_status: tuple[str, ...] = ("archived",)
+    status: str | None = None
+    source_type: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class DocumentRecord:
+    id: str
+    title: str
+    content_hash: str
+    status: str
+    version: str | None = None
+    url: str | None = None
+    source_type: str | None = None
+    updated_at: str | None = None
+    source_path: str | None = None
+    chunk_count: int = 0
+
+
+@dataclass
+class StoreStats:
+    documents: int
+    chunks: int
+    by_status: dict[str, dict[str, int]] = field(default_factory=dict)
+    embedder: str | None = None
+    location: str = ""
+
+
+@runtime_checkable
+class Store(Protocol):
+    def upsert_document(
+        self, doc: Document, chunks: list[Chunk], vectors: np.ndarray, features: list[dict | None] | None = None,
+        source_path: str | None = None,
+    ) -> None:
+        """Replace the document and all its chunks in one transaction."""
+
+    def delete_document(self, doc_id: str) -> bool: ...
+
+    def get_document(self, doc_id: str) -> DocumentRecord | None: ...
+
+    def list_documents(self) -> list[DocumentRecord]: ...
+
+    def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
+        """(chunk id, cosine similarity), best first."""
+
+    def lexical_search(self, query: str, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
+        """(chunk id, BM25 score, higher is better), best first."""
+
+    def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]: ...
+
+    def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        """Stored (normalised) vectors of the given chunks."""
+
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None: ...

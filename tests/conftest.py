@@ -1,0 +1,46 @@
+"""Shared fixtures: every test gets its own SOURCEGATE_HOME and no stray gate settings."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DEMO_CORPUS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "corpus"
+DEMO_QUESTIONS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "questions.jsonl"
+
+_SCRUB = ("GATE_", "TYPESAFE_", "MCP_", "AUDIT_", "SOURCEGATE_", "RETRIEVE_", "LLM_JUDGE_", "EVIDENCE_", "MAX_")
+
+
+@pytest.fixture(autouse=True)
+def sourcegate_home(tmp_path, monkeypatch) -> Path:
+    for key in list(os.environ):
+        if key.startswith(_SCRUB):
+            monkeypatch.delenv(key, raising=False)
+    home = tmp_path / "sg-home"
+    monkeypatch.setenv("SOURCEGATE_HOME", str(home))
+    # A .env in the working directory must not leak into tests.
+    monkeypatch.chdir(tmp_path)
+    return home
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from sourcegate.embed import get_embedder
+
+    return get_embedder("use-multilingual")
+
+
+@pytest.fixture(scope="session")
+def demo_index(tmp_path_factory, embedder):
+    """A demo-corpus index built once per session; tests must not write to it."""
+    from sourcegate.ingest.pipeline import Ingestor
+    from sourcegate.store import open_store
+
+    path = tmp_path_factory.mktemp("demo-index") / "index.db"
+    store = open_store(path, embedder.id, embedder.dim)
+    report = Ingestor(store, embedder).ingest([DEMO_CORPUS])
+    assert not report.failed, report.failed
+    store.close()
+    return path

@@ -1,0 +1,153 @@
+"""The store contract. Every store runs these same tests: add a backend to STORES."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sourcegate.embed import HashingEmbedder
+from sourcegate.models import Chunk, Document
+from sourcegate.store import SearchFilters
+from sourcegate.store.sqlite import SqliteStore, fts_query
+
+EMB = HashingEmbedder(64)
+
+
+def sqlite_vec_store(path):
+    s = SqliteStore(path, EMB.id, EMB.dim)
+    if s.vector_backend != "sqlite-vec":
+        s.close()
+        pytest.skip("sqlite-vec cannot be loaded by this Python")
+    return s
+
+
+def sqlite_numpy_store(path):
+    return SqliteStore(path, EMB.id, EMB.dim, vector_backend="numpy")
+
+
+STORES = {"sqlite-vec": sqlite_vec_store, "sqlite-numpy": sqlite_numpy_store}
+
+
+@pytest.fixture(params=list(STORES))
+def store(request, tmp_path):
+    s = STORES[request.param](tmp_path / "index.db")
+    yield s
+    s.close()
+
+
+def doc(doc_id, texts, status="current", version="1", source_type="procedure", title=None):
+    d = Document(id=doc_id, title=title or f"Title {doc_id}", text="\n\n".join(texts), status=status, version=version,
+                 source_type=source_type, url=f"https://x/{doc_id}", content_hash=f"h-{doc_id}-{len(texts)}")
+    chunks = [Chunk(id=f"{doc_id}#{i}", doc_id=doc_id, ordinal=i, text=t) for i, t in enumerate(texts)]
+    return d, chunks, EMB.embed(texts)
+
+
+def put(store, doc_id, texts, **kw):
+    d, chunks, vecs = doc(doc_id, texts, **kw)
+    store.upsert_document(d, chunks, vecs, [{"k": i} for i in range(len(texts))], source_path=f"/src/{doc_id}")
+    return d
+
+
+def test_upsert_get_and_list(store):
+    put(store, "A", ["grease the pump bearings every 2000 hours", "use lithium grease"])
+    rec = store.get_document("A")
+    assert rec.content_hash == "h-A-2" and rec.chunk_count == 2 and rec.url == "https://x/A"
+    assert rec.source_path == "/src/A"
+    assert [d.id for d in store.list_documents()] == ["A"]
+    chunks = store.get_chunks(["A#1", "A#0", "missing"])
+    assert [c.id for c in chunks] == ["A#1", "A#0"]
+    assert chunks[0].passage_features == {"k": 1} and chunks[0].title == "Title A" and chunks[0].version == "1"
+    assert store.get_document("nope") is None
+
+
+def test_dense_search_ranks_by_cosine(store):
+    put(store, "A", ["grease the pump bearings every 2000 hours"])
+    put(store, "B", ["backwash the sand filter when head loss reaches 2.5 m"])
+    q = EMB.embed(["sand filter backwash head loss"])[0]
+    hits = store.dense_search(q, 2)
+    assert [h[0] for h in hits] == ["B#0", "A#0"]
+    assert hits[0][1] > hits[1][1] and -1.0 <= hits[1][1] <= 1.0001
+
+
+def test_lexical_search_finds_identifiers(store):
+    put(store, "A", ["fault code E-47 means DC bus overvoltage"])
+    put(store, "B", ["fault code E-12 means motor overload"])
+    put(store, "C", ["pump P-200 bearing lubrication"])
+    assert store.lexical_search("what is E-47", 5)[0][0] == "A#0"
+    assert store.lexical_search("P-200", 5)[0][0] == "C#0"
+    assert store.lexical_search("?!", 5) == []
+
+
+def test_filters(store):
+    put(store, "cur", ["valve exercising every year"], status="current", version="2")
+    put(store, "old", ["valve exercising every five years"], status="archived", version="1")
+    put(store, "kb", ["valve exercising notes"], status="current", version="3", source_type="forum")
+    q = EMB.embed(["valve exercising"])[0]
+    default = {h[0] for h in store.dense_search(q, 10)}
+    assert default == {"cur#0", "kb#0"}
+    assert {h[0] for h in store.dense_search(q, 10, SearchFilters(exclude_status=()))} == {"cur#0", "old#0", "kb#0"}
+    assert {h[0] for h in store.dense_search(q, 10, SearchFilters(source_type="forum"))} == {"kb#0"}
+    assert {h[0] for h in store.dense_search(q, 10, SearchFilters(exclude_status=(), version="1"))} == {"old#0"}
+    assert {h[0] for h in store.lexical_search("valve exercising", 10)} == {"cur#0", "kb#0"}
+    assert {h[0] for h in store.lexical_search("valve", 10, SearchFilters(status="archived", exclude_status=()))} == {"old#0"}
+
+
+def test_replace_is_whole(store):
+    put(store, "A", ["first text about chlorine", "second text about chlorine"])
+    put(store, "A", ["new text about ozone"])
+    assert store.get_document("A").chunk_count == 1
+    assert store.lexical_search("chlorine", 10) == []
+    assert store.get_chunks(["A#1"]) == []
+    assert [h[0] for h in store.dense_search(EMB.embed(["chlorine"])[0], 10)] == ["A#0"]
+    assert store.stats().chunks == 1
+
+
+def test_delete(store):
+    put(store, "A", ["text one"])
+    put(store, "B", ["text two"])
+    assert store.delete_document("A") is True
+    assert store.delete_document("A") is False
+    assert store.get_document("A") is None
+    assert all(h[0].startswith("B") for h in store.dense_search(EMB.embed(["text"])[0], 10))
+    assert all(h[0].startswith("B") for h in store.lexical_search("text", 10))
+
+
+def test_stats_and_vectors(store):
+    put(store, "A", ["one", "two"])
+    put(store, "Z", ["three"], status="archived")
+    st = store.stats()
+    assert (st.documents, st.chunks) == (2, 3)
+    assert st.by_status == {"archived": {"documents": 1, "chunks": 1}, "current": {"documents": 1, "chunks": 2}}
+    vecs = store.get_vectors(["A#0", "Z#0"])
+    assert set(vecs) == {"A#0", "Z#0"}
+    assert np.allclose(vecs["A#0"], EMB.embed(["one"])[0], atol=1e-6)
+
+
+def test_mismatched_vectors_rejected(store):
+    d, chunks, vecs = doc("A", ["one", "two"])
+    with pytest.raises(ValueError):
+        store.upsert_document(d, chunks, vecs[:1])
+
+
+def test_reopen_keeps_data_and_checks_embedder(tmp_path):
+    s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    put(s, "A", ["persisted text"])
+    s.close()
+    s2 = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    assert s2.get_document("A") is not None
+    s2.close()
+    with pytest.raises(RuntimeError, match="embedder"):
+        SqliteStore(tmp_path / "i.db", "other-embedder", 32)
+
+
+def test_migrations_are_named_and_recorded(tmp_path):
+    s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    names = [r[0] for r in s._conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+    assert names == ["0001_documents_and_chunks", "0002_vectors"]
+    assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    s.close()
+
+
+def test_fts_query_quotes_identifiers():
+    assert fts_query('P-200 "bearings"') == '"p 200" OR "bearings"'
+    assert fts_query("the of and") is None
