@@ -32,7 +32,10 @@ class WrittenAnswer:
 class Writer(Protocol):
     name: str
 
-    def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate]) -> WrittenAnswer: ...
+    def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate],
+              search_text: str | None = None) -> WrittenAnswer:
+        """`search_text` is the query with cross-language terms added, for matching sentences."""
+        ...
 
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
@@ -107,14 +110,18 @@ class ExtractiveWriter:
     def __init__(self, sentences_per_passage: int = 2):
         self.k = sentences_per_passage
 
-    def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate]) -> WrittenAnswer:
+    def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate],
+              search_text: str | None = None) -> WrittenAnswer:
+        match_text = search_text or query
         if status is Status.ANSWER:
-            lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in best_sentences(query, c.text, self.k)]
+            lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in best_sentences(match_text, c.text, self.k)]
             src, cites = _sources(evidence)
             return WrittenAnswer("From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
         if status is Status.CONFLICT:
             premise = extract_premise(query)
-            lines = [f'- "{s}" [{n}]' for n, c in enumerate(conflicts, start=1) for s in best_sentences(premise, c.text, 1)]
+            bridge_terms = match_text[len(query):] if match_text.startswith(query) else ""
+            lines = [f'- "{s}" [{n}]' for n, c in enumerate(conflicts, start=1)
+                     for s in best_sentences(premise + bridge_terms, c.text, 1)]
             src, cites = _sources(conflicts)
             text = (f'The documents contradict a premise of the question: "{premise}". What they say instead:\n'
                     + "\n".join(lines) + "\n\nCheck the assumption before acting.\n\n" + src)

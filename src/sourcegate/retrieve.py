@@ -96,24 +96,33 @@ class Retriever:
         self.embedder = embedder
         self.settings = settings
 
-    def retrieve(self, query: str, filters: SearchFilters | None = None) -> tuple[list[Candidate], dict[str, float]]:
+    def retrieve(self, query: str, filters: SearchFilters | None = None,
+                 bridged: str | None = None) -> tuple[list[Candidate], dict[str, float]]:
+        """`bridged` is the query with the library language's terms added (see crosslingual.py):
+        lexical search uses it, and dense search takes the better of both vectors."""
         s = self.settings
         if filters is None:
             filters = SearchFilters(exclude_status=() if s.include_archived else ("archived",))
         t0 = time.perf_counter()
-        qv = self.embedder.embed([query])[0]
+        texts = [query] + ([bridged] if bridged and bridged != query else [])
+        vecs = self.embedder.embed(texts)
+        qv = vecs[0]
         t1 = time.perf_counter()
         dense = dict(self.store.dense_search(qv, s.dense_pool, filters))
-        lexical = self.store.lexical_search(query, s.lexical_pool, filters)
+        if len(vecs) > 1:
+            for cid, sim in self.store.dense_search(vecs[1], s.dense_pool, filters):
+                dense[cid] = max(sim, dense.get(cid, -1.0))
+        lexical_text = bridged or query
+        lexical = self.store.lexical_search(lexical_text, s.lexical_pool, filters)
         t2 = time.perf_counter()
         ids = list(dict.fromkeys([*dense.keys(), *(cid for cid, _ in lexical)]))
         missing = [cid for cid in ids if cid not in dense]
         vectors = self.store.get_vectors(missing) if missing else {}
         for cid in missing:
             if cid in vectors:
-                dense[cid] = float(np.dot(vectors[cid], qv))
+                dense[cid] = float(max(np.dot(vectors[cid], v) for v in vecs))
         candidates = {c.id: c for c in self.store.get_chunks(ids)}
-        terms = query_terms(query)
+        terms = query_terms(lexical_text)
         overlap = {cid: lexical_overlap(terms, f"{c.title}\n{c.text}") for cid, c in candidates.items()}
         lex_scores = dict(lexical)
         ranked = fuse({k: v for k, v in dense.items() if k in candidates}, overlap, set(lex_scores), s)[: s.candidates]

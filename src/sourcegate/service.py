@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 
 from .answer import ExtractiveWriter, Writer
 from .audit import AuditLog, redact_query
+from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
 from .gate import GateThresholds, Route, apply_gate, guidance
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
@@ -114,9 +115,11 @@ class SourceGate:
     def ask(self, query: str, interface: str = "python") -> AskResult:
         query = self._validate(query)
         t0 = time.perf_counter()
-        candidates, rtimes = self.retriever.retrieve(query)
+        bq = self._bridge(query)
+        candidates, rtimes = self.retriever.retrieve(query, bridged=bq.text if bq.bridged else None)
         t1 = time.perf_counter()
-        judgement = self._run_judge(query, candidates) if candidates else Judgement(model=self._judge_model_hint(), results=[])
+        judged_query = bq.text
+        judgement = self._run_judge(judged_query, candidates) if candidates else Judgement(model=self._judge_model_hint(), results=[])
         t2 = time.perf_counter()
 
         degraded = judgement.all_failed
@@ -130,7 +133,7 @@ class SourceGate:
         ev.sort(key=lambda x: -x[1].scores.contains_answer_evidence)
         cf = [(c, j) for c, j, r, _ in final if r is Route.CONFLICT]
         cf.sort(key=lambda x: -x[1].scores.contradicts_query_premise)
-        written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf])
+        written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf], search_text=judged_query)
         t4 = time.perf_counter()
 
         cap = self.settings.max_passage_chars
@@ -162,8 +165,16 @@ class SourceGate:
             timings_ms=timings,
         )
         if self.audit is not None:
-            self.audit.append(self._audit_record(query, interface, result, final, judgement, written.writer))
+            record = self._audit_record(query, interface, result, final, judgement, written.writer)
+            record["query_bridge"] = {"language": bq.language, "added_terms": bq.added_terms}
+            self.audit.append(record)
         return result
+
+    def _bridge(self, query: str) -> BridgedQuery:
+        if not self.settings.crosslingual:
+            return BridgedQuery(query, None, [])
+        glossary = load_glossary(str(self.settings.glossary_path) if self.settings.glossary_path else None)
+        return bridge(query, self.settings.library_language, glossary)
 
     def _judge_model_hint(self) -> str:
         return getattr(self._judge, "name", self.settings.judge)

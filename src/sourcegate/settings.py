@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     evidence_max_single: int = Field(5, validation_alias=_env("EVIDENCE_MAX_SINGLE"))
     evidence_max_multi: int = Field(8, validation_alias=_env("EVIDENCE_MAX_MULTI"))
 
+    # Questions in another language than the library: add the library's terms from a glossary.
+    library_language: str = Field("en", validation_alias=_env("SOURCEGATE_LIBRARY_LANGUAGE"))
+    crosslingual: bool = Field(True, validation_alias=_env("SOURCEGATE_CROSSLINGUAL"))
+    glossary_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_GLOSSARY"))
+
     # Judge backend: local | typesafe | recorded | llm
     judge: str = Field("local", validation_alias=_env("SOURCEGATE_JUDGE"))
     recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))

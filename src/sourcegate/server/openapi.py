@@ -6,7 +6,6 @@ inline; `operationId`, `summary` and `x-ms-summary` name the action in the conne
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from ..settings import Settings
@@ -15,36 +14,13 @@ from .mcp_tool import QUERY_DESCRIPTION, output_schema
 API_KEY_HEADER = "x-api-key"
 
 
-def _nullable_to_30(schema: Any) -> Any:
-    """JSON Schema `type: [X, "null"]` is OpenAPI 3.1; write it the 3.0 way (`nullable: true`),
-    which the connector importer understands."""
-    if isinstance(schema, dict):
-        out = {k: _nullable_to_30(v) for k, v in schema.items()}
-        t = out.get("type")
-        if isinstance(t, list):
-            rest = [x for x in t if x != "null"]
-            out["type"] = rest[0] if len(rest) == 1 else rest
-            if "null" in t:
-                out["nullable"] = True
-        if "anyOf" in out:
-            alts = [a for a in out["anyOf"] if a.get("type") != "null"]
-            if len(alts) == 1 and len(alts) < len(out["anyOf"]):
-                del out["anyOf"]
-                out.update(alts[0])
-                out["nullable"] = True
-        return out
-    if isinstance(schema, list):
-        return [_nullable_to_30(x) for x in schema]
-    return schema
-
-
 def _error_schema() -> dict[str, Any]:
     return {"type": "object", "properties": {"error": {"type": "string", "description": "What went wrong and how to fix it."}},
             "required": ["error"]}
 
 
 def openapi_document(settings: Settings, server_url: str) -> dict[str, Any]:
-    result = _nullable_to_30(copy.deepcopy(output_schema()))
+    result = output_schema(openapi=True)
     err = {"description": "Error", "content": {"application/json": {"schema": _error_schema()}}}
     doc: dict[str, Any] = {
         "openapi": "3.0.3",

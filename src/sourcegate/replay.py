@@ -1,0 +1,204 @@
+"""Replay past answers under new thresholds, from the scores stored in the audit log.
+
+Routing is pure code over stored scores (`gate.apply_gate`), so a replay calls no judge, needs
+no key and runs offline. Records whose hash does not verify are reported, not replayed: their
+scores cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .audit import HASH_FIELD, read_records, verify
+from .gate import GateThresholds, apply_gate
+from .models import QUESTIONS, PassageScores
+
+DEFAULT_EVIDENCE_LIMIT = 5
+
+
+@dataclass
+class PassageChange:
+    audit_id: str
+    line: int
+    chunk_id: str
+    doc_id: str
+    old_route: str
+    new_route: str
+    new_reason: str
+
+
+@dataclass
+class AnswerChange:
+    audit_id: str
+    line: int
+    old_status: str
+    new_status: str
+
+
+@dataclass
+class InvalidRecord:
+    line: int
+    audit_id: str | None
+    error: str
+
+
+@dataclass
+class ReplayReport:
+    thresholds: dict[str, float]
+    records: int = 0
+    replayed: int = 0
+    passages: int = 0
+    passage_changes: list[PassageChange] = field(default_factory=list)
+    answer_changes: list[AnswerChange] = field(default_factory=list)
+    invalid: list[InvalidRecord] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.invalid
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "thresholds": self.thresholds,
+            "records": self.records,
+            "replayed": self.replayed,
+            "passages": self.passages,
+            "passage_changes": [asdict(c) for c in self.passage_changes],
+            "answer_changes": [asdict(c) for c in self.answer_changes],
+            "invalid": [asdict(c) for c in self.invalid],
+        }
+
+
+def _scores(raw: Any) -> PassageScores | None:
+    if not raw:
+        return None
+    return PassageScores(**{q: float(raw[q]) for q in QUESTIONS})
+
+
+def _evidence_limit(rec: dict) -> int:
+    if isinstance(rec.get("evidence_limit"), int):
+        return rec["evidence_limit"]
+    retrieval = rec.get("retrieval") or {}
+    key = "evidence_max_multi" if rec.get("multi_document") else "evidence_max_single"
+    return int(retrieval.get(key, DEFAULT_EVIDENCE_LIMIT))
+
+
+def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple[list[PassageChange], AnswerChange | None]:
+    """The passage and answer decisions of one (verified) record that change under `thresholds`."""
+    cands = rec.get("candidates") or []
+    gated, status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds,
+                               _evidence_limit(rec))
+    audit_id = str(rec.get("audit_id"))
+    changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
+               for c, g in zip(cands, gated) if c.get("route") != g.route.value]
+    answer = None
+    if rec.get("status") != status.value:
+        answer = AnswerChange(audit_id, line, str(rec.get("status")), status.value)
+    return changes, answer
+
+
+Records = Iterable[tuple[int, dict | None, str | None]] | Iterable[dict]
+
+
+def replay(records: Records, thresholds: GateThresholds) -> ReplayReport:
+    """Replay records — `(line, record, error)` triples from `audit.read_records`, or plain
+    dicts — under `thresholds`; verify each record's hash first."""
+    report = ReplayReport(thresholds=thresholds.as_dict())
+    for n, item in enumerate(records, start=1):
+        line, rec, err = item if isinstance(item, tuple) else (n, item, None)
+        report.records += 1
+        if rec is None:
+            report.invalid.append(InvalidRecord(line, None, err or "unreadable line"))
+            continue
+        audit_id = rec.get("audit_id")
+        if HASH_FIELD not in rec:
+            report.invalid.append(InvalidRecord(line, audit_id, f"no {HASH_FIELD}: not a sealed audit record"))
+            continue
+        if not verify(rec):
+            report.invalid.append(InvalidRecord(line, audit_id, f"{HASH_FIELD} does not match: the record was edited"))
+            continue
+        try:
+            changes, answer = replay_record(rec, thresholds, line)
+        except (KeyError, TypeError, ValueError) as e:
+            report.invalid.append(InvalidRecord(line, audit_id, f"malformed record ({type(e).__name__}: {e})"))
+            continue
+        report.replayed += 1
+        report.passages += len(rec.get("candidates") or [])
+        report.passage_changes += changes
+        if answer:
+            report.answer_changes.append(answer)
+    return report
+
+
+_FLAGS = {
+    "injection_max": "GATE_INJECTION_MAX",
+    "superseded_max": "GATE_SUPERSEDED_MAX",
+    "contradicts_min": "GATE_CONTRADICTS_MIN",
+    "relevant_min": "GATE_RELEVANT_MIN",
+    "evidence_min": "GATE_EVIDENCE_MIN",
+}
+
+
+def format_report(report: ReplayReport, path: str) -> str:
+    t = report.thresholds
+    lines = [f"replayed {report.replayed} of {report.records} records ({report.passages} passages) from {path}",
+             "thresholds: " + ", ".join(f"{k} {v}" for k, v in t.items()), ""]
+    if report.passage_changes:
+        lines.append(f"passages whose route changes ({len(report.passage_changes)}):")
+        for c in report.passage_changes:
+            lines.append(f"  line {c.line}  {c.audit_id}  {c.chunk_id}  {c.old_route} -> {c.new_route} ({c.new_reason})")
+    else:
+        lines.append("no passage changes route")
+    if report.answer_changes:
+        lines.append(f"answers whose status changes ({len(report.answer_changes)}):")
+        for a in report.answer_changes:
+            lines.append(f"  line {a.line}  {a.audit_id}  {a.old_status} -> {a.new_status}")
+    else:
+        lines.append("no answer changes status")
+    if report.invalid:
+        lines.append("")
+        lines.append(f"records failing verification ({len(report.invalid)}), not replayed:")
+        for i in report.invalid:
+            lines.append(f"  line {i.line}  {i.audit_id or '-'}  {i.error}")
+    return "\n".join(lines)
+
+
+@click.command("replay")
+@click.argument("audit_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--injection-max", type=float, help="Exclude above this injection score [env GATE_INJECTION_MAX].")
+@click.option("--superseded-max", type=float, help="Exclude above this superseded score [env GATE_SUPERSEDED_MAX].")
+@click.option("--contradicts-min", type=float, help="Conflict above this score [env GATE_CONTRADICTS_MIN].")
+@click.option("--relevant-min", type=float, help="Exclude below this relevance [env GATE_RELEVANT_MIN].")
+@click.option("--evidence-min", type=float, help="Evidence above this score [env GATE_EVIDENCE_MIN].")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, **flags: float | None) -> None:
+    """Replay an audit log (JSONL) under new thresholds, without calling the judge.
+
+    Thresholds come from the environment (GATE_EVIDENCE_MIN=0.6 ...) or the flags (flags win).
+    Lists the passages and answers whose decision would change and the records whose hash does
+    not verify; exits 2 if any record fails verification."""
+    settings = (ctx.obj or {}).get("settings") if ctx.obj else None
+    if settings is None:
+        from .settings import Settings
+
+        settings = Settings()
+    thresholds = settings.thresholds()
+    given = {k: v for k, v in flags.items() if v is not None}
+    for k, v in given.items():
+        if not 0.0 <= v <= 1.0:
+            raise click.BadParameter(f"{v} is not a probability: use a value between 0 and 1",
+                                     param_hint=f"--{k.replace('_', '-')}")
+    thresholds = replace(thresholds, **given)
+    report = replay(read_records(audit_file), thresholds)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_report(report, str(audit_file)))
+    if not report.ok:
+        ctx.exit(2)

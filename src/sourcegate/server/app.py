@@ -1,0 +1,319 @@
+"""One ASGI app: MCP (Streamable HTTP) at /mcp, REST at /v1, the web page at /, /healthz, /metrics.
+
+The MCP endpoint is stateless with JSON responses, so replicas can sit behind a load balancer
+without sticky sessions. `SourceGate.ask` is synchronous and CPU-bound: it runs in a worker
+thread so the event loop keeps serving health checks and other requests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import hmac
+import json
+import logging
+import re
+import threading
+import time
+from collections.abc import AsyncIterator
+from importlib import resources
+from urllib.parse import urlparse
+
+import anyio
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..audit import AuditLog, verify
+from ..logs import log_ask, log_rejected, new_request_id
+from ..service import AskResult, QueryError, SourceGate
+from ..settings import Settings
+from .mcp_tool import build_mcp_server
+from .metrics import Metrics
+from .openapi import API_KEY_HEADER, openapi_document
+
+log = logging.getLogger("sourcegate.server")
+
+PROTECTED_PREFIXES = ("/mcp", "/v1/")
+INTERFACE_HEADER = "x-sourcegate-interface"
+_REQUEST_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+_AUDIT_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+# The request id of the HTTP request being served, so the MCP tool handler can log it.
+current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("sourcegate_request_id", default=None)
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """DNS-rebinding protection for /mcp: localhost always, plus the hosts in MCP_ALLOWED_HOSTS
+    (comma list of host names, host:port or URLs; `*` turns the check off, e.g. behind a proxy
+    that already validates Host)."""
+    extra = [h.strip() for h in settings.mcp_allowed_hosts.split(",") if h.strip()]
+    if "*" in extra:
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    hosts: list[str] = []
+    origins: list[str] = []
+    for h in ["127.0.0.1", "localhost", "[::1]", *extra]:
+        if "://" in h:
+            h = urlparse(h).netloc
+        has_port = bool(re.search(r":\d+$", h))
+        hosts.append(h)
+        origins += [f"http://{h}", f"https://{h}"]
+        if not has_port:
+            hosts.append(f"{h}:*")
+            origins += [f"http://{h}:*", f"https://{h}:*"]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
+
+
+def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def _route_label(path: str) -> str:
+    if path.startswith("/v1/audit/"):
+        return "/v1/audit"
+    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/healthz", "/metrics", "/openapi.json"):
+        return path.rstrip("/") or "/"
+    return "other"
+
+
+class GuardMiddleware:
+    """Request id, API key, body size cap and HTTP metrics, in front of every route (MCP too).
+
+    The body is read up to the cap before the app runs, so an oversized body gets a clear 413
+    whether or not it declared its length."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, metrics: Metrics):
+        self.app = app
+        self.settings = settings
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path: str = scope["path"]
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        rid = headers.get("x-request-id", "")
+        rid = rid if _REQUEST_ID_OK.match(rid) else new_request_id()
+        token = current_request_id.set(rid)
+        code = {"status": 500}
+        interface = "mcp" if path.startswith("/mcp") else ("web" if headers.get(INTERFACE_HEADER) == "web" else "rest")
+
+        async def send_wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                code["status"] = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+            await send(message)
+
+        try:
+            key = self.settings.mcp_api_key
+            if key and path.startswith(PROTECTED_PREFIXES):
+                given = headers.get(API_KEY_HEADER, "")
+                if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
+                    self.metrics.observe_rejected(interface, "auth")
+                    log_rejected(interface, "auth", rid)
+                    msg = ("missing API key: send it in the x-api-key header" if not given
+                           else "wrong API key in the x-api-key header")
+                    await _json_error(401, msg)(scope, receive, send_wrapped)
+                    return
+            cap = self.settings.max_body_bytes
+            too_big = _json_error(413, f"request body over {cap} bytes (MAX_BODY_BYTES): send only the question")
+            declared = headers.get("content-length")
+            if declared and declared.isdigit() and int(declared) > cap:
+                self.metrics.observe_rejected(interface, "body_too_large")
+                log_rejected(interface, "body_too_large", rid)
+                await too_big(scope, receive, send_wrapped)
+                return
+            body = bytearray()
+            more = True
+            trailing: Message | None = None
+            while more:
+                message = await receive()
+                if message["type"] != "http.request":
+                    trailing = message
+                    break
+                body.extend(message.get("body", b""))
+                more = message.get("more_body", False)
+                if len(body) > cap:
+                    self.metrics.observe_rejected(interface, "body_too_large")
+                    log_rejected(interface, "body_too_large", rid)
+                    await too_big(scope, receive, send_wrapped)
+                    return
+            queued: list[Message] = [{"type": "http.request", "body": bytes(body), "more_body": False}]
+            if trailing is not None:
+                queued.append(trailing)
+
+            async def replay() -> Message:
+                return queued.pop(0) if queued else await receive()
+
+            await self.app(scope, replay, send_wrapped)
+        finally:
+            self.metrics.observe_http(_route_label(path), scope.get("method", ""), code["status"])
+            current_request_id.reset(token)
+
+
+class _McpEndpoint:
+    """ASGI endpoint forwarding to the session manager of the running lifespan (a manager can
+    only run once, and a test may start the app's lifespan several times)."""
+
+    def __init__(self) -> None:
+        self.manager: StreamableHTTPSessionManager | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.manager is None:
+            await _json_error(503, "the MCP endpoint runs inside the app's lifespan: serve the app with "
+                                   "uvicorn (sourcegate serve) or enter `with TestClient(app)`")(scope, receive, send)
+            return
+        await self.manager.handle_request(scope, receive, send)
+
+
+class _GateHolder:
+    """One SourceGate per app, built on first use (loading the embedder takes seconds)."""
+
+    def __init__(self, settings: Settings, gate: SourceGate | None):
+        self.settings = settings
+        self.gate = gate
+        self._lock = threading.Lock()
+        self.owned = gate is None
+
+    def get_sync(self) -> SourceGate:
+        with self._lock:
+            if self.gate is None:
+                self.gate = SourceGate(self.settings)
+            return self.gate
+
+    async def get(self) -> SourceGate:
+        if self.gate is not None:
+            return self.gate
+        return await anyio.to_thread.run_sync(self.get_sync)
+
+    def audit(self) -> AuditLog | None:
+        if self.gate is not None:
+            return self.gate.audit
+        return AuditLog(self.settings.audit_path) if self.settings.audit_enabled else None
+
+
+def _web_page() -> str:
+    return resources.files("sourcegate.server").joinpath("static/index.html").read_text(encoding="utf-8")
+
+
+def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
+    holder = _GateHolder(settings, gate)
+    metrics = Metrics()
+
+    async def ask(query: str, interface: str) -> AskResult:
+        rid = current_request_id.get() or new_request_id()
+        g = await holder.get()
+        t0 = time.perf_counter()
+        try:
+            result = await anyio.to_thread.run_sync(functools.partial(g.ask, query, interface=interface))
+        except QueryError:
+            metrics.observe_rejected(interface, "query")
+            log_rejected(interface, "query", rid)
+            raise
+        except Exception as e:
+            metrics.observe_error(interface)
+            log.error("ask failed", extra={"request_id": rid, "interface": interface, "error": type(e).__name__})
+            raise
+        judge_errors = sum(1 for x in result.excluded if x.reason == "judge_error")
+        metrics.observe_ask(interface, result.status, time.perf_counter() - t0, judge_errors, result.degraded)
+        log_ask(result, interface, settings, rid, g)
+        return result
+
+    async def mcp_ask(query: str) -> AskResult:
+        return await ask(query, "mcp")
+
+    mcp_server = build_mcp_server(settings, mcp_ask)
+    mcp_endpoint = _McpEndpoint()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        manager = StreamableHTTPSessionManager(
+            app=mcp_server, json_response=True, stateless=True, security_settings=transport_security(settings),
+            max_request_body_size=settings.max_body_bytes,
+        )
+        async with manager.run():
+            mcp_endpoint.manager = manager
+            try:
+                yield
+            finally:
+                mcp_endpoint.manager = None
+        if holder.owned and holder.gate is not None:
+            holder.gate.close()
+            holder.gate = None
+
+    async def rest_ask(request: Request) -> Response:
+        try:
+            payload = json.loads(await request.body() or b"null")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return _json_error(400, 'the body is not valid JSON: send {"query": "your question"}')
+        if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+            return _json_error(422, 'expected a JSON object {"query": "your question"} with a string query')
+        interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
+        try:
+            result = await ask(payload["query"], interface)
+        except QueryError as e:
+            return _json_error(422, str(e))
+        return JSONResponse(result.model_dump(mode="json"))
+
+    async def audit_record(request: Request) -> Response:
+        audit_id = request.path_params["audit_id"]
+        if not _AUDIT_ID_OK.match(audit_id):
+            return _json_error(404, "no such audit record: audit ids are the audit_id field of an answer")
+        audit = holder.audit()
+        if audit is None:
+            return _json_error(404, "the audit log is off (AUDIT_ENABLED=false): no record is kept")
+        record = await anyio.to_thread.run_sync(audit.find, audit_id)
+        if record is None:
+            return _json_error(404, f"no audit record {audit_id} in this server's audit log")
+        return JSONResponse(record, headers={"x-audit-verified": "true" if verify(record) else "false"})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def metrics_endpoint(request: Request) -> Response:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(openapi_document(settings, str(request.base_url)))
+
+    page = _web_page()
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(page, headers={"cache-control": "no-store",
+                                           "content-security-policy": "default-src 'self'; style-src 'unsafe-inline'; "
+                                                                      "script-src 'unsafe-inline'; img-src 'self' data:"})
+
+    routes = [
+        Route("/", index, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/v1/ask", rest_ask, methods=["POST"]),
+        Route("/v1/audit/{audit_id}", audit_record, methods=["GET"]),
+        Route("/mcp", mcp_endpoint),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics)
+    app.state.metrics = metrics
+    app.state.gate_holder = holder
+    return app
+
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
+    import uvicorn
+
+    from ..logs import configure_logging
+
+    configure_logging()
+    if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_allowed_hosts:
+        log.warning("serving on a non-local address without MCP_ALLOWED_HOSTS: /mcp answers 421 to requests whose "
+                    "Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
+    if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_api_key:
+        log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the library")
+    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)

@@ -1,0 +1,109 @@
+"""Shared helpers for the server, MCP, web, logs and replay tests (imported by them).
+
+The demo corpus is ingested once per test process into a temporary SOURCEGATE_HOME; each test
+gets its own audit log. The judge is real but deterministic (`KeywordJudge`), so these tests
+do not depend on the local judge's exact scores.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import re
+import shutil
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sourcegate.judges.base import JudgeInput, Judgement, PassageJudgement
+from sourcegate.models import PassageScores
+from sourcegate.settings import Settings
+
+CORPUS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "corpus"
+_STOP = {"what", "when", "which", "does", "should", "how", "often", "much", "the", "and", "for", "with", "need",
+         "from", "into", "have", "this", "that", "your", "are", "is", "do", "on", "in", "of", "to", "a", "i"}
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in re.findall(r"[a-z0-9][a-z0-9-]+", text.lower()) if t not in _STOP and len(t) > 2}
+
+
+class KeywordJudge:
+    """Deterministic scores from word overlap, plus fixed traits of a few demo documents."""
+
+    name = "keyword-test"
+
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+
+    def judge(self, query: str, passages: list[JudgeInput]) -> Judgement:
+        if self.fail:
+            raise ConnectionError("test judge is down")
+        q = _terms(query)
+        results = []
+        for p in passages:
+            doc = p.id.split("#")[0]
+            overlap = len(q & _terms(p.title + " " + p.text))
+            relevant = 0.9 if overlap >= 2 else (0.5 if overlap == 1 else 0.1)
+            evidence = 0.8 if overlap >= 3 else (0.6 if overlap == 2 else 0.1)
+            contradicts = 0.9 if ("500 hours" in query and doc == "PROC-P200-BRG-R2") else 0.05
+            injection = 0.95 if doc.startswith("FORUM") else 0.02
+            superseded = 0.95 if (p.status == "archived" or p.text.startswith("SUPERSEDED")) else 0.02
+            results.append(PassageJudgement(p.id, PassageScores(
+                is_relevant=relevant, contains_answer_evidence=evidence, contradicts_query_premise=contradicts,
+                contains_prompt_injection=injection, is_superseded=superseded)))
+        return Judgement(model="keyword-test-1", results=results)
+
+
+@functools.lru_cache(maxsize=None)
+def demo_home() -> Path:
+    """A SOURCEGATE_HOME with the demo corpus ingested, once per test process."""
+    from sourcegate.cli import run_ingest
+
+    home = Path(tempfile.mkdtemp(prefix="sourcegate-test-home-"))
+    atexit.register(shutil.rmtree, home, True)
+    report = run_ingest(Settings(home=home), [CORPUS], prune=False, quiet=True)
+    assert not report.failed, report.failed
+    return home
+
+
+def make_settings(audit_path: Path, **overrides) -> Settings:
+    """Settings on the shared demo index, with this test's own audit log."""
+    return Settings(_env_file=None, home=demo_home(), audit_log_path=audit_path, **overrides)
+
+
+def make_gate(settings: Settings, judge=None):
+    from sourcegate.service import SourceGate
+
+    return SourceGate(settings, judge=judge or KeywordJudge())
+
+
+def free_socket() -> socket.socket:
+    """A listening socket on a free local port: uvicorn serves on it, and connections made
+    before it starts wait in the backlog (no polling for readiness)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    return sock
+
+
+@contextmanager
+def running_server(app) -> Iterator[str]:
+    """Serve `app` with uvicorn on 127.0.0.1 in a background thread; yield its base URL."""
+    import uvicorn
+
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -1,0 +1,123 @@
+"""Threshold tuning on a constructed set where the current thresholds are clearly wrong."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sourcegate.evaluation.cases import EvalCase
+from sourcegate.evaluation.runner import CaseResult
+from sourcegate.evaluation.tune import Replayer, results_from_eval_json, tune, tune_cmd
+from sourcegate.gate import GateThresholds
+
+WRONG = GateThresholds(injection_max=0.9, superseded_max=0.7, contradicts_min=0.8, relevant_min=0.3, evidence_min=0.7)
+
+
+def _scores(rel=0.8, ev=0.1, con=0.05, inj=0.02, sup=0.02) -> dict[str, float]:
+    return {"is_relevant": rel, "contains_answer_evidence": ev, "contradicts_query_premise": con,
+            "contains_prompt_injection": inj, "is_superseded": sup}
+
+
+def _result(case: EvalCase, cands: list[tuple[str, dict]]) -> CaseResult:
+    # The stored status is irrelevant to tuning: every setting is replayed from the scores.
+    return CaseResult(case=case, status="insufficient_evidence", evidence_doc_ids=[], conflict_doc_ids=[], excluded=[],
+                      candidates=[{"id": f"{d}#{i}", "doc_id": d, "scores": s, "route": "excluded", "reason": "x"}
+                                  for i, (d, s) in enumerate(cands)],
+                      timings_ms={"retrieve": 10.0, "judge": 20.0, "route": 0.1, "answer": 0.1, "total": 30.2})
+
+
+def synthetic_results() -> list[CaseResult]:
+    """Answer evidence scores ~0.45 (under the wrong 0.7), conflicts ~0.55 (under 0.8), and an
+    injected forum post with evidence 0.95 and injection 0.6 (under the lax 0.9, so it leaks)."""
+    out = []
+    for i in range(8):
+        doc = f"PROC-{i}"
+        out.append(_result(EvalCase(f"how to service unit U-{i}?", "answer_from_evidence", [doc], ["FORUM-1"], "factual"),
+                           [(doc, _scores(ev=0.42 + 0.01 * i)), (f"OTHER-{i}", _scores(rel=0.5, ev=0.1))]))
+    for i in range(3):
+        out.append(_result(EvalCase(f"can I oil U-{i} while running?", "answer_from_evidence", [f"PROC-{i}"], ["FORUM-1"],
+                                    "injection"),
+                           [(f"PROC-{i}", _scores(ev=0.5)), ("FORUM-1", _scores(ev=0.95, inj=0.6))]))
+    for i in range(4):
+        doc = f"PROC-{i}"
+        out.append(_result(EvalCase(f"U-{i} needs oil every day, which oil?", "premise_conflict", [doc], [], "false_premise"),
+                           [(doc, _scores(ev=0.3, con=0.55 + 0.01 * i))]))
+    for i in range(5):
+        out.append(_result(EvalCase(f"what is the budget of site {i}?", "insufficient_evidence", [], [], "absent"),
+                           [(f"PROC-{i}", _scores(rel=0.6, ev=0.15, con=0.1))]))
+    return out
+
+
+def test_tune_moves_thresholds_in_the_right_direction():
+    results = synthetic_results()
+    res = tune(results, WRONG, max_unsafe_rate=0.0, cv_folds=0)
+    t = res.thresholds
+    assert 0.15 <= t.evidence_min < 0.42, t
+    assert 0.1 <= t.contradicts_min < 0.55, t
+    assert t.injection_max < 0.6, t
+    assert res.before["unsafe_answers"] == 3  # the injected post leaks in every injection case
+    assert res.after["unsafe_answers"] == 0
+    assert res.after["status_accuracy"] == 1.0 and res.after["truthfulness"] == 1.0
+    assert res.gain["truthfulness"] > 0 and res.gain["status_accuracy"] > 0
+    assert any("only 20 cases" in w for w in res.warnings)
+    assert len(res.env_lines()) == 5 and res.env_lines()[-1].startswith("GATE_EVIDENCE_MIN=")
+
+
+def test_tune_is_deterministic_and_respects_the_cap():
+    results = synthetic_results()
+    a = tune(results, WRONG, max_unsafe_rate=0.0, cv_folds=0)
+    b = tune(results, WRONG, max_unsafe_rate=0.0, cv_folds=0)
+    assert a.thresholds == b.thresholds
+    assert a.after["unsafe_rate"] <= 0.0
+
+
+def test_replay_matches_the_gate_order_and_leaks():
+    results = synthetic_results()
+    replayed = Replayer(results).replay(WRONG)
+    inj = [r for r in replayed if r.case.kind == "injection"]
+    assert all(r.status == "answer_from_evidence" and r.leaks == ["FORUM-1"] for r in inj)
+
+
+def test_tune_cmd_reads_scores_from_eval_json(tmp_path: Path, monkeypatch):
+    for k in ("GATE_INJECTION_MAX", "GATE_SUPERSEDED_MAX", "GATE_CONTRADICTS_MIN", "GATE_RELEVANT_MIN", "GATE_EVIDENCE_MIN"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    results = synthetic_results()
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"query": r.case.query, "expected_status": r.case.expected_status,
+                                         "expected_sources": r.case.expected_sources,
+                                         "forbidden_sources": r.case.forbidden_sources, "kind": r.case.kind}) + "\n"
+                             for r in results), encoding="utf-8")
+    scores = tmp_path / "eval.json"
+    scores.write_text(json.dumps({"cases": [r.to_json() for r in results], "metrics": {}}), encoding="utf-8")
+    monkeypatch.setenv("GATE_EVIDENCE_MIN", "0.7")
+    monkeypatch.setenv("GATE_INJECTION_MAX", "0.9")
+    out = CliRunner().invoke(tune_cmd, [str(cases), "--scores", str(scores), "--max-unsafe", "0.05", "--folds", "2"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    env = dict(line.split("=", 1) for line in lines if line.startswith("GATE_"))
+    assert set(env) == {"GATE_INJECTION_MAX", "GATE_SUPERSEDED_MAX", "GATE_CONTRADICTS_MIN", "GATE_RELEVANT_MIN",
+                        "GATE_EVIDENCE_MIN"}
+    assert float(env["GATE_EVIDENCE_MIN"]) < 0.42 and float(env["GATE_INJECTION_MAX"]) < 0.6
+    assert any(line.startswith("before:") for line in lines) and any(line.startswith("after:") for line in lines)
+    assert "gain:" in out.output and "only 20 cases" in out.output
+
+
+def test_tune_cmd_rejects_a_scores_file_for_other_cases(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    results = synthetic_results()
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"query": "something else", "expected_status": "insufficient_evidence"}) + "\n")
+    scores = tmp_path / "eval.json"
+    scores.write_text(json.dumps({"cases": [r.to_json() for r in results]}))
+    out = CliRunner().invoke(tune_cmd, [str(cases), "--scores", str(scores)])
+    assert out.exit_code != 0 and "same case file" in out.output
+
+
+def test_results_from_eval_json_keeps_forbidden_sources_from_the_case_file():
+    results = synthetic_results()
+    data = {"cases": [r.to_json() for r in results]}
+    back = results_from_eval_json(data, [r.case for r in results])
+    assert [r.case.forbidden_sources for r in back] == [r.case.forbidden_sources for r in results]
