@@ -194,12 +194,32 @@ def test_encrypted_pdf(tmp_path, sourcegate_home, embedder):
         parse_file(root / "locked.pdf", "locked.pdf")
 
 
-def test_scanned_pdf_says_how_to_enable_ocr(tmp_path):
+def test_scanned_pdf_says_how_to_enable_ocr(tmp_path, monkeypatch):
     pdf = make_scanned_pdf(tmp_path / "scan.pdf")
-    if shutil.which("tesseract"):
-        pytest.skip("tesseract is installed here; the OCR path is exercised instead")
-    with pytest.raises(IngestError, match="tesseract"):
+    # As on a machine without tesseract.
+    monkeypatch.setattr("sourcegate.ingest.parsers.shutil.which", lambda name: None)
+    with pytest.raises(IngestError, match="apt-get install tesseract-ocr"):
         parse_file(pdf, "scan.pdf")
+
+
+def test_scanned_pdf_is_read_with_ocr(tmp_path):
+    pytest.importorskip("pytesseract")
+    pytest.importorskip("pypdfium2")
+    if not shutil.which("tesseract"):
+        pytest.skip("tesseract is not installed (apt-get install tesseract-ocr)")
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("RGB", (1240, 400), "white")
+    draw = ImageDraw.Draw(img)
+    try:
+        font = ImageFont.truetype("DejaVuSans.ttf", 36)
+    except OSError:
+        font = ImageFont.load_default(size=36)
+    draw.text((60, 60), "Flush the clarifier every fourteen days.", font=font, fill="black")
+    img.save(tmp_path / "scan.pdf", "PDF", resolution=150)
+    docs = parse_file(tmp_path / "scan.pdf", "scan.pdf")
+    assert "clarifier" in docs[0].text.lower() and "fourteen" in docs[0].text.lower()
+    assert docs[0].pages == [(0, 1)]
 
 
 def test_size_cap(tmp_path, sourcegate_home, embedder):

@@ -107,3 +107,14 @@ def running_server(app) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def run_async(fn, timeout: float = 60.0):
+    """Run the coroutine function `fn` on a fresh event loop, failing after `timeout` seconds."""
+    import anyio
+
+    async def bounded():
+        with anyio.fail_after(timeout):
+            return await fn()
+
+    return anyio.run(bounded)

@@ -1,0 +1,70 @@
+"""Ingest throughput, end to end (parse, chunk, embed with the multilingual embedder, write),
+on a generated corpus of maintenance procedures written as Markdown files.
+
+    python bench/bench_ingest.py [--docs 150] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import emit, peak_rss_mb, procedure_text  # noqa: E402
+
+from sourcegate.embed import UseEmbedder  # noqa: E402
+from sourcegate.ingest.pipeline import Ingestor  # noqa: E402
+from sourcegate.store.sqlite import SqliteStore  # noqa: E402
+
+GOAL_CHUNKS_PER_S = 100.0
+
+
+def write_corpus(root: Path, docs: int, seed: int = 1) -> int:
+    rng = random.Random(seed)
+    total = 0
+    for i in range(docs):
+        title, body = procedure_text(rng, paragraphs=12)
+        text = f"# {title}\n\n{body}\n"
+        (root / f"proc-{i:04d}.md").write_text(text, encoding="utf-8")
+        total += len(text)
+    return total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=150)
+    ap.add_argument("--threads", type=int, default=2, help="BLAS threads of the embedder (UseEmbedder default: 2)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="sg-bench-ingest-") as tmp:
+        root = Path(tmp) / "corpus"
+        root.mkdir()
+        chars = write_corpus(root, args.docs)
+        embedder = UseEmbedder(threads=args.threads)
+        t0 = time.perf_counter()
+        embedder.embed(["warm up"])  # model load, reported apart from the throughput
+        load_s = time.perf_counter() - t0
+        store = SqliteStore(Path(tmp) / "index.db", embedder.id, embedder.dim)
+        ing = Ingestor(store, embedder)
+        t1 = time.perf_counter()
+        report = ing.ingest([root])
+        wall = time.perf_counter() - t1
+        store.close()
+    rate = report.chunks / wall if wall else 0.0
+    data = {
+        "docs": args.docs, "chars": chars, "chunks": report.chunks, "failed": len(report.failed),
+        "embedder": embedder.id, "embedder_threads": args.threads,
+        "model_load_s": round(load_s, 2), "ingest_s": round(wall, 2), "chunks_per_s": round(rate, 1),
+        "chunks_per_s_including_model_load": round(report.chunks / (wall + load_s), 1),
+        "peak_rss_mb": peak_rss_mb(), "goal_chunks_per_s": GOAL_CHUNKS_PER_S, "goal_met": rate >= GOAL_CHUNKS_PER_S,
+    }
+    emit("ingest", data, f"{report.chunks} chunks in {wall:.1f} s = {rate:.1f} chunks/s "
+         f"(goal {GOAL_CHUNKS_PER_S:.0f}: {'met' if rate >= GOAL_CHUNKS_PER_S else 'MISSED'}), "
+         f"model load {load_s:.1f} s, peak RSS {data['peak_rss_mb']} MB, threads {args.threads}")
+
+
+if __name__ == "__main__":
+    main()

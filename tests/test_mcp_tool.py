@@ -1,0 +1,148 @@
+"""The MCP tool through the official MCP client: in process, over real HTTP, and over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import httpx2
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from test_server_fixtures import demo_home, make_gate, make_settings, run_async, running_server
+
+from sourcegate.audit import read_records
+from sourcegate.server.app import create_app
+from sourcegate.server.mcp_tool import MAX_RESULT_BYTES, input_schema, output_schema, tool_payload
+from sourcegate.service import AskResult, PassageOut
+
+KEY = "mcp-test-key-42"
+Q = "How often should I grease the bearings on pump P-200?"
+TIMEOUT = 60
+
+
+def _refs(obj) -> list[str]:
+    if isinstance(obj, dict):
+        return [k for k in obj if k in ("$ref", "$defs", "definitions")] + [r for v in obj.values() for r in _refs(v)]
+    if isinstance(obj, list):
+        return [r for v in obj for r in _refs(v)]
+    return []
+
+
+async def _exercise(session: ClientSession) -> dict:
+    """List the tool, check its schemas, call it, check the result; return the structured content."""
+    await session.initialize()
+    tools = (await session.list_tools()).tools
+    assert [t.name for t in tools] == ["search_procedures"]
+    tool = tools[0]
+    dumped = tool.model_dump(by_alias=True, exclude_none=True)
+    assert not _refs(dumped["inputSchema"]), "Copilot Studio drops tools whose schemas use $ref/$defs"
+    assert not _refs(dumped.get("outputSchema") or {})
+    desc = dumped["inputSchema"]["properties"]["query"]["description"]
+    assert "language" in desc and "as the user asked" in desc
+
+    result = await session.call_tool("search_procedures", {"query": Q})
+    assert not result.is_error
+    data = result.structured_content
+    assert data["status"] == "answer_from_evidence"
+    assert data["guidance"] and data["audit_id"]
+    assert data["evidence"] and all(p["doc_id"] for p in data["evidence"])
+    text = result.content[0].text
+    assert "status: answer_from_evidence" in text and data["audit_id"] in text
+
+    bad = await session.call_tool("search_procedures", {"query": "z" * 5000})
+    assert bad.is_error and "MAX_QUERY_CHARS" in bad.content[0].text
+    empty = await session.call_tool("search_procedures", {"query": ""})
+    assert empty.is_error and "empty" in empty.content[0].text
+    return data
+
+
+def _settings(tmp_path, **kw):
+    return make_settings(tmp_path / "audit.jsonl", mcp_api_key=KEY, max_query_chars=1000, **kw)
+
+
+def test_mcp_in_process(tmp_path):
+    settings = _settings(tmp_path, mcp_allowed_hosts="testserver")
+    gate = make_gate(settings)
+    app = create_app(settings, gate)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver",
+                                      headers={"x-api-key": KEY})
+            async with http, streamable_http_client("http://testserver/mcp", http_client=http) as (r, w):
+                async with ClientSession(r, w) as session:
+                    return await _exercise(session)
+
+    data = run_async(main, TIMEOUT)
+    rec = next(rec for _, rec, _ in read_records(settings.audit_path) if rec["audit_id"] == data["audit_id"])
+    assert rec["interface"] == "mcp"
+    gate.close()
+
+
+def test_mcp_over_real_http(tmp_path):
+    settings = _settings(tmp_path)
+    gate = make_gate(settings)
+    app = create_app(settings, gate)
+    with running_server(app) as base:
+        async def main():
+            http = httpx2.AsyncClient(headers={"x-api-key": KEY}, timeout=TIMEOUT)
+            async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
+                async with ClientSession(r, w) as session:
+                    return await _exercise(session)
+
+        async def unauthorised() -> int:
+            async with httpx2.AsyncClient(timeout=TIMEOUT) as http:
+                resp = await http.post(f"{base}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                       headers={"accept": "application/json, text/event-stream"})
+                return resp.status_code
+
+        data = run_async(main, TIMEOUT)
+        assert data["status"] == "answer_from_evidence"
+        assert run_async(unauthorised, TIMEOUT) == 401
+    gate.close()
+
+
+def test_mcp_over_stdio(tmp_path):
+    """`sourcegate mcp --stdio` as a subprocess, judged by recorded scores (an audit log is a
+    valid recorded-scores file), so the child needs no model of its own."""
+    settings = _settings(tmp_path)
+    gate = make_gate(settings)
+    gate.ask(Q, interface="python")
+    gate.close()
+    env = {**os.environ, "SOURCEGATE_HOME": str(demo_home()), "SOURCEGATE_JUDGE": "recorded",
+           "SOURCEGATE_RECORDED_SCORES": str(settings.audit_path), "AUDIT_LOG_PATH": str(tmp_path / "stdio.jsonl")}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "sourcegate.cli", "mcp", "--stdio"], env=env,
+                                   cwd=str(tmp_path))
+
+    async def main():
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            assert tools[0].name == "search_procedures"
+            result = await session.call_tool("search_procedures", {"query": Q})
+            return result.structured_content
+
+    data = run_async(main, TIMEOUT)
+    assert data["status"] == "answer_from_evidence" and data["model"].startswith("recorded")
+    rec = next(rec for _, rec, _ in read_records(tmp_path / "stdio.jsonl"))
+    assert rec["interface"] == "mcp" and rec["audit_id"] == data["audit_id"]
+
+
+def test_schemas_are_inline():
+    assert not _refs(input_schema()) and not _refs(output_schema())
+    json.dumps(output_schema())  # plain JSON
+
+
+def test_tool_result_stays_small():
+    huge = PassageOut(id="d#1", doc_id="d", title="t", url=None, text="é" * 200_000, version=None,
+                      scores={"is_relevant": 1, "contains_answer_evidence": 1, "contradicts_query_premise": 0,
+                              "contains_prompt_injection": 0, "is_superseded": 0})
+    r = AskResult(status="answer_from_evidence", guidance="g", answer="a", evidence=[huge] * 30,
+                  conflicts=[huge] * 30, audit_id="x", model="m")
+    data = tool_payload(r)
+    assert len(json.dumps(data, ensure_ascii=False).encode()) < MAX_RESULT_BYTES
+    assert len(data["evidence"]) <= 12 and len(data["conflicts"]) <= 12
+    assert data["status"] == "answer_from_evidence" and data["guidance"] == "g"
