@@ -43,13 +43,15 @@ class KeywordJudge:
         if self.fail:
             raise ConnectionError("test judge is down")
         q = _terms(query)
+        # The demo's false premise: the current procedure contradicts it, nothing answers it.
+        premise = "500 hours" in query
         results = []
         for p in passages:
             doc = p.id.split("#")[0]
             overlap = len(q & _terms(p.title + " " + p.text))
             relevant = 0.9 if overlap >= 2 else (0.5 if overlap == 1 else 0.1)
-            evidence = 0.8 if overlap >= 3 else (0.6 if overlap == 2 else 0.1)
-            contradicts = 0.9 if ("500 hours" in query and doc == "PROC-P200-BRG-R2") else 0.05
+            evidence = 0.1 if premise else (0.8 if overlap >= 3 else (0.6 if overlap == 2 else 0.1))
+            contradicts = 0.9 if (premise and doc == "PROC-P200-BRG-R2") else 0.05
             injection = 0.95 if doc.startswith("FORUM") else 0.02
             superseded = 0.95 if (p.status == "archived" or p.text.startswith("SUPERSEDED")) else 0.02
             results.append(PassageJudgement(p.id, PassageScores(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
@@ -186,14 +185,14 @@ def demo(ctx: click.Context) -> None:
     from rich.table import Table
 
     from .evaluation.cases import load_cases
-    from .evaluation.runner import metrics, run_eval
+    from .evaluation.runner import metrics
 
     s = _settings(ctx)
     ensure_demo_corpus(s)
     cases = load_cases(DEMO_DIR / "questions.jsonl")
     gate = _gate(s)
     try:
-        results = run_eval(gate, cases)
+        results = _run_with_progress(gate, cases)
     finally:
         gate.close()
     table = Table(title="sourcegate demo", show_lines=False)
@@ -212,6 +211,23 @@ def demo(ctx: click.Context) -> None:
 
 # -- eval / judge ------------------------------------------------------------------------------------
 
+def _run_with_progress(gate, cases):
+    """Run eval cases, with a progress bar when stderr is a terminal."""
+    from rich.console import Console
+
+    from .evaluation.runner import run_eval
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return run_eval(gate, cases)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("asking"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("", total=len(cases))
+        return run_eval(gate, cases, progress=lambda n, total: bar.update(task, completed=n))
+
+
 @cli.command("eval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print {\"cases\": [...], \"metrics\": {...}}.")
@@ -220,7 +236,7 @@ def demo(ctx: click.Context) -> None:
 def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | None) -> None:
     """Run labelled questions (JSONL) through the gate and report the metrics."""
     from .evaluation.cases import load_cases
-    from .evaluation.runner import metrics, run_eval
+    from .evaluation.runner import metrics
 
     try:
         cases = load_cases(file)
@@ -228,7 +244,7 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
         raise click.ClickException(str(e)) from None
     gate = _gate(_settings(ctx))
     try:
-        results = run_eval(gate, cases)
+        results = _run_with_progress(gate, cases)
     finally:
         gate.close()
     m = metrics(results)
