@@ -148,9 +148,12 @@ def ask(ctx: click.Context, query: str, as_json: bool) -> None:
     """Ask a question; get a cited answer, a premise conflict, or an abstention."""
     from .service import QueryError
 
+    from .logs import log_ask
+
     gate = _gate(_settings(ctx))
     try:
         r = gate.ask(query, interface="cli")
+        log_ask(r, "cli", _settings(ctx), None, gate)
     except QueryError as e:
         raise click.UsageError(str(e)) from None
     finally:

@@ -1,0 +1,129 @@
+"""Server throughput: `sourcegate serve` on 127.0.0.1 with the demo corpus, N concurrent clients
+posting the demo questions to /v1/ask.
+
+    python bench/bench_server.py [--clients 1,2,4,8] [--requests 60] [--allow-degraded]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import REPO, emit, lat  # noqa: E402
+from _demo import DEMO, demo_questions, demo_settings, ingest_corpus  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(home: Path, port: int, judge: str) -> subprocess.Popen:
+    env = {**os.environ, "SOURCEGATE_HOME": str(home), "SOURCEGATE_JUDGE": judge}
+    env.pop("MCP_API_KEY", None)  # localhost benchmark: no key
+    exe = Path(sys.executable).parent / "sourcegate"
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sourcegate.cli"]
+    return subprocess.Popen([*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=REPO,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server exited with code {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        try:
+            if httpx.get(base + "/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit(f"the server did not answer /healthz within {timeout:.0f} s")
+
+
+def load(base: str, clients: int, total: int, questions: list[str]) -> dict:
+    """`total` requests spread over `clients` threads, each with its own connection."""
+    lock = threading.Lock()
+    lat_ms: list[float] = []
+    codes: dict[int, int] = {}
+    degraded = [0]
+    counter = iter(range(total))
+
+    def worker() -> None:
+        with httpx.Client(base_url=base, timeout=60.0) as c:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                t = time.perf_counter()
+                r = c.post("/v1/ask", json={"query": questions[i % len(questions)]})
+                ms = (time.perf_counter() - t) * 1000
+                with lock:
+                    lat_ms.append(ms)
+                    codes[r.status_code] = codes.get(r.status_code, 0) + 1
+                    if r.status_code == 200 and r.json().get("degraded"):
+                        degraded[0] += 1
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    return {"clients": clients, "requests": total, "wall_s": round(wall, 2), "req_per_s": round(total / wall, 2),
+            "latency_ms": lat(lat_ms), "status_codes": codes, "degraded": degraded[0]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clients", default="1,2,4,8")
+    ap.add_argument("--requests", type=int, default=60, help="requests per concurrency level")
+    ap.add_argument("--judge", default="local")
+    ap.add_argument("--allow-degraded", action="store_true",
+                    help="measure even when the judge is unavailable (answers are then degraded abstentions)")
+    args = ap.parse_args()
+    questions = demo_questions()
+    with tempfile.TemporaryDirectory(prefix="sg-bench-server-") as tmp:
+        home = Path(tmp)
+        ingest_corpus(demo_settings(home), DEMO / "corpus")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        proc = start_server(home, port, args.judge)
+        try:
+            wait_ready(base, proc)
+            first = httpx.post(base + "/v1/ask", json={"query": questions[0]}, timeout=120.0)
+            first.raise_for_status()
+            if first.json().get("degraded") and not args.allow_degraded:
+                raise SystemExit("the server's judge is unavailable (degraded answers): make the local judge work, "
+                                 "or pass --allow-degraded to measure the serving path without judging")
+            for q in questions[:5]:
+                httpx.post(base + "/v1/ask", json={"query": q}, timeout=120.0)
+            rows = [load(base, n, args.requests, questions) for n in [int(x) for x in args.clients.split(",")]]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    best = max(rows, key=lambda r: r["req_per_s"])
+    emit("server", {"judge": args.judge, "levels": rows},
+         "; ".join(f"{r['clients']} clients: {r['req_per_s']} req/s, p50/p95 {r['latency_ms']['p50']}/{r['latency_ms']['p95']} ms"
+                   + (f", {r['degraded']} degraded" if r["degraded"] else "") for r in rows)
+         + f" | best {best['req_per_s']} req/s at {best['clients']} clients")
+
+
+if __name__ == "__main__":
+    main()
