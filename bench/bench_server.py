@@ -29,20 +29,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(home: Path, port: int, judge: str) -> subprocess.Popen:
-    env = {**os.environ, "SOURCEGATE_HOME": str(home), "SOURCEGATE_JUDGE": judge}
+def start_server(home: Path, port: int, judge: str, extra_env: dict[str, str], log: Path) -> subprocess.Popen:
+    env = {**os.environ, "SOURCEGATE_HOME": str(home), "SOURCEGATE_JUDGE": judge, **extra_env}
     env.pop("MCP_API_KEY", None)  # localhost benchmark: no key
     exe = Path(sys.executable).parent / "sourcegate"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sourcegate.cli"]
     return subprocess.Popen([*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            # Logs go to a file: an unread pipe fills up and blocks the server's log writes.
+                            stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
 
 
-def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+def wait_ready(base: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
     t0 = time.time()
     while time.time() - t0 < timeout:
         if proc.poll() is not None:
-            raise SystemExit(f"the server exited with code {proc.returncode}: {proc.stderr.read()[-2000:]}")
+            raise SystemExit(f"the server exited with code {proc.returncode}: {log.read_text()[-2000:]}")
         try:
             if httpx.get(base + "/healthz", timeout=1.0).status_code == 200:
                 return
@@ -52,23 +53,29 @@ def wait_ready(base: str, proc: subprocess.Popen, timeout: float = 60.0) -> None
     raise SystemExit(f"the server did not answer /healthz within {timeout:.0f} s")
 
 
-def load(base: str, clients: int, total: int, questions: list[str]) -> dict:
+def load(base: str, clients: int, total: int, questions: list[str], timeout: float) -> dict:
     """`total` requests spread over `clients` threads, each with its own connection."""
     lock = threading.Lock()
     lat_ms: list[float] = []
     codes: dict[int, int] = {}
     degraded = [0]
+    errors: dict[str, int] = {}
     counter = iter(range(total))
 
     def worker() -> None:
-        with httpx.Client(base_url=base, timeout=60.0) as c:
+        with httpx.Client(base_url=base, timeout=timeout) as c:
             while True:
                 with lock:
                     i = next(counter, None)
                 if i is None:
                     return
                 t = time.perf_counter()
-                r = c.post("/v1/ask", json={"query": questions[i % len(questions)]})
+                try:
+                    r = c.post("/v1/ask", json={"query": questions[i % len(questions)]})
+                except httpx.HTTPError as e:  # a timeout is a result here, not a crash of the client thread
+                    with lock:
+                        errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+                    continue
                 ms = (time.perf_counter() - t) * 1000
                 with lock:
                     lat_ms.append(ms)
@@ -84,7 +91,7 @@ def load(base: str, clients: int, total: int, questions: list[str]) -> dict:
         th.join()
     wall = time.perf_counter() - t0
     return {"clients": clients, "requests": total, "wall_s": round(wall, 2), "req_per_s": round(total / wall, 2),
-            "latency_ms": lat(lat_ms), "status_codes": codes, "degraded": degraded[0]}
+            "latency_ms": lat(lat_ms), "status_codes": codes, "errors": errors, "degraded": degraded[0]}
 
 
 def main() -> None:
@@ -94,6 +101,9 @@ def main() -> None:
     ap.add_argument("--judge", default="local")
     ap.add_argument("--allow-degraded", action="store_true",
                     help="measure even when the judge is unavailable (answers are then degraded abstentions)")
+    ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra environment for the server process (e.g. OPENBLAS_NUM_THREADS=1)")
+    ap.add_argument("--timeout", type=float, default=60.0, help="client timeout per request, seconds")
     args = ap.parse_args()
     questions = demo_questions()
     with tempfile.TemporaryDirectory(prefix="sg-bench-server-") as tmp:
@@ -101,9 +111,11 @@ def main() -> None:
         ingest_corpus(demo_settings(home), DEMO / "corpus")
         port = free_port()
         base = f"http://127.0.0.1:{port}"
-        proc = start_server(home, port, args.judge)
+        extra = dict(kv.split("=", 1) for kv in args.env)
+        log = home / "server.log"
+        proc = start_server(home, port, args.judge, extra, log)
         try:
-            wait_ready(base, proc)
+            wait_ready(base, proc, log)
             first = httpx.post(base + "/v1/ask", json={"query": questions[0]}, timeout=120.0)
             first.raise_for_status()
             if first.json().get("degraded") and not args.allow_degraded:
@@ -111,7 +123,7 @@ def main() -> None:
                                  "or pass --allow-degraded to measure the serving path without judging")
             for q in questions[:5]:
                 httpx.post(base + "/v1/ask", json={"query": q}, timeout=120.0)
-            rows = [load(base, n, args.requests, questions) for n in [int(x) for x in args.clients.split(",")]]
+            rows = [load(base, n, args.requests, questions, args.timeout) for n in [int(x) for x in args.clients.split(",")]]
         finally:
             proc.terminate()
             try:
@@ -119,9 +131,10 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
     best = max(rows, key=lambda r: r["req_per_s"])
-    emit("server", {"judge": args.judge, "levels": rows},
+    emit("server", {"judge": args.judge, "server_env": extra, "levels": rows},
          "; ".join(f"{r['clients']} clients: {r['req_per_s']} req/s, p50/p95 {r['latency_ms']['p50']}/{r['latency_ms']['p95']} ms"
-                   + (f", {r['degraded']} degraded" if r["degraded"] else "") for r in rows)
+                   + (f", {r['degraded']} degraded" if r["degraded"] else "")
+                   + (f", errors {r['errors']}" if r["errors"] else "") for r in rows)
          + f" | best {best['req_per_s']} req/s at {best['clients']} clients")
 
 

@@ -26,7 +26,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
 sys.path.insert(0, str(HERE))
 
-from train_local_judge import TAILS_EVAL, auroc, ece, load_jsonl, make_contradictions, reliability, synth_procedure  # noqa: E402
+from train_local_judge import (  # noqa: E402
+    TAILS_EVAL,
+    auroc,
+    ece,
+    load_jsonl,
+    make_contradictions,
+    make_spec_contradictions,
+    reliability,
+    synth_procedure,
+)
 
 from sourcegate.judges.base import JudgeInput  # noqa: E402
 from sourcegate.judges.local import LocalJudge, passage_features  # noqa: E402
@@ -115,7 +124,6 @@ def main(argv=None):
     y2 = np.array([r["label"] for r in rel_rows])
     p2 = np.array([x.is_relevant for x in s2])
     print(f"  is_relevant own vs other paragraph (same article) AUROC={auroc(y2, p2):.4f} ECE={ece(y2, p2):.4f}")
-    bench = load_jsonl(data / "train" / "squad2_dev_explorer" / "data.jsonl")[:0]
 
     # --- injection: BIPIA e-mails
     bi = load_jsonl(data / "bipia-dev" / "injection_pairs.jsonl")
@@ -148,6 +156,16 @@ def main(argv=None):
     sc = run_pairs(judge, crows)
     yc = np.array([r["label"] for r in crows])
     pc = np.array([x.contradicts_query_premise for x in sc])
+    spec = make_spec_contradictions(random.Random(12345), 150, TAILS_EVAL)
+    ss = run_pairs(judge, spec)
+    ysp = np.array([r["label"] for r in spec])
+    psp = np.array([x.contradicts_query_premise for x in ss])
+    print(f"\n[contradiction, generated spec sheets (same generator as training, unseen seed)] n={len(ysp)} "
+          f"AUROC={auroc(ysp, psp):.4f} ECE={ece(ysp, psp):.4f}")
+    ksp = np.array([r["kind"] for r in spec])
+    for k in sorted(set(ksp)):
+        m = ksp == k
+        print(f"     {k:16s} n={m.sum():4d} mean={psp[m].mean():.3f} >0.7: {(psp[m] > 0.7).mean():.3f}")
     print(f"\n[contradiction perturbations, held-out article] n={len(yc)} contradicting={yc.sum()}")
     print(f"  contradicts_query_premise AUROC={auroc(yc, pc):.4f} ECE={ece(yc, pc):.4f}")
     print(f"     reliability: {reliability(yc, pc)}")

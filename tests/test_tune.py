@@ -121,3 +121,29 @@ def test_results_from_eval_json_keeps_forbidden_sources_from_the_case_file():
     data = {"cases": [r.to_json() for r in results]}
     back = results_from_eval_json(data, [r.case for r in results])
     assert [r.case.forbidden_sources for r in back] == [r.case.forbidden_sources for r in results]
+
+
+def test_vectorised_score_matches_the_gate_replay():
+    """The fast scorer used by the search must agree with `apply_gate` everywhere, including the
+    evidence cap (a forbidden passage past the cap does not leak)."""
+    import random
+
+    from sourcegate.evaluation.tune import summary
+
+    rng = random.Random(5)
+    results = synthetic_results()
+    for i in range(30):  # many evidence passages, some forbidden, some unscored
+        cands = []
+        for j in range(12):
+            doc = f"D{rng.randint(0, 9)}"
+            cands.append((doc, None if rng.random() < 0.1 else
+                          _scores(rel=rng.random(), ev=rng.random(), con=rng.random() * 0.9, inj=rng.random() * 0.8,
+                                  sup=rng.random() * 0.8)))
+        status = rng.choice(["answer_from_evidence", "premise_conflict", "insufficient_evidence"])
+        results.append(_result(EvalCase(f"q{i} and more", status, ["D1"] if status != "insufficient_evidence" else [],
+                                        ["D2", "D3"]), cands))
+    rep = Replayer(results)
+    for k in range(40):
+        t = GateThresholds(injection_max=rng.random(), superseded_max=rng.random(), contradicts_min=rng.random(),
+                           relevant_min=rng.random() * 0.6, evidence_min=rng.random())
+        assert rep.score(t) == summary(rep.replay(t)), t

@@ -104,10 +104,13 @@ def plot_distribution(question: str, scores: list[float], labels: list[int], thr
     bins = np.linspace(0, 1, 21)
     pos = [x for x, y in zip(scores, labels) if y]
     neg = [x for x, y in zip(scores, labels) if not y]
+    # Each class normalised to its own size: negatives usually outnumber positives 10 to 1 or more.
     if pos:
-        ax.hist(pos, bins=bins, alpha=0.6, color="tab:green", label=f"positive ({len(pos)})")
+        ax.hist(pos, bins=bins, weights=np.full(len(pos), 1 / len(pos)), alpha=0.6, color="tab:green",
+                label=f"positive ({len(pos)})")
     if neg:
-        ax.hist(neg, bins=bins, alpha=0.6, color="tab:red", label=f"negative ({len(neg)})")
+        ax.hist(neg, bins=bins, weights=np.full(len(neg), 1 / len(neg)), alpha=0.6, color="tab:red",
+                label=f"negative ({len(neg)})")
     if threshold is not None:
         ax.axvline(threshold, color="black", ls="--", lw=1, label=f"threshold {threshold:.2f}")
     if not scores:
@@ -115,7 +118,7 @@ def plot_distribution(question: str, scores: list[float], labels: list[int], thr
     ax.set_xlim(0, 1)
     ax.set_title(question, fontsize=10)
     ax.set_xlabel("judge probability")
-    ax.set_ylabel("candidates")
+    ax.set_ylabel("share of the class")
     ax.legend(fontsize=7)
     return _png(fig)
 

@@ -39,6 +39,10 @@ THRESHOLD_QUESTION: dict[str, str] = {
 }
 GRID: tuple[float, ...] = tuple(round(float(x), 2) for x in np.arange(0.02, 0.99, 0.02))
 SMALL_SET = 100
+# Column order of the score matrix: the order `gate.route()` checks the questions in is not this one.
+_ORDER: tuple[str, ...] = ("is_relevant", "contains_answer_evidence", "contradicts_query_premise",
+                           "contains_prompt_injection", "is_superseded")
+STATUS_CODE: dict[str, int] = {"answer_from_evidence": 0, "premise_conflict": 1, "insufficient_evidence": 2}
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,24 @@ class Replayer:
                 ps.append((str(c.get("id", n)), c["doc_id"], PassageScores(**sc) if sc else None))
             self._passages.append(ps)
             self._limits.append(limits.for_query(r.case.query))
+        self._vectorise()
+
+    def _vectorise(self) -> None:
+        """Flat arrays over every candidate of every case, for `score()`: the search evaluates
+        thousands of settings and the per-passage Python path would dominate."""
+        rows, case_idx, forbidden = [], [], []
+        for i, (r, ps) in enumerate(zip(self.results, self._passages)):
+            forb = set(r.case.forbidden_sources)
+            for _, doc, sc in ps:
+                rows.append([np.nan] * 5 if sc is None else [getattr(sc, q) for q in _ORDER])
+                case_idx.append(i)
+                forbidden.append(doc in forb)
+        self._s = np.asarray(rows, dtype=float).reshape(-1, 5)
+        self._valid = ~np.isnan(self._s).any(axis=1)
+        self._case = np.asarray(case_idx, dtype=np.int64)
+        self._forbidden = np.asarray(forbidden, dtype=bool)
+        n = len(self.results)
+        self._expected = np.array([STATUS_CODE[r.case.expected_status] for r in self.results], dtype=np.int64).reshape(n)
 
     def replay(self, t: GateThresholds) -> list[CaseResult]:
         out = []
@@ -86,7 +108,35 @@ class Replayer:
         return out
 
     def score(self, t: GateThresholds) -> dict[str, float]:
-        return summary(self.replay(t))
+        """`summary(self.replay(t))`, vectorised. Exact: the evidence limit only matters for leaks,
+        so the few cases with a forbidden document routed to evidence go through `apply_gate`."""
+        n = len(self.results)
+        if not n:
+            return summary([])
+        s, v = self._s, self._valid
+        with np.errstate(invalid="ignore"):
+            inj = s[:, 3] > t.injection_max
+            sup = ~inj & (s[:, 4] > t.superseded_max)
+            con = v & ~inj & ~sup & (s[:, 2] > t.contradicts_min)
+            rest = v & ~inj & ~sup & ~con & ~(s[:, 0] < t.relevant_min)
+            ev = rest & (s[:, 1] > t.evidence_min)
+        any_ev = np.bincount(self._case, weights=ev, minlength=n) > 0
+        any_cf = np.bincount(self._case, weights=con, minlength=n) > 0
+        status = np.where(any_ev, STATUS_CODE["answer_from_evidence"],
+                          np.where(any_cf, STATUS_CODE["premise_conflict"], STATUS_CODE["insufficient_evidence"]))
+        leak = np.zeros(n, dtype=bool)
+        # Conflicts are never capped: a forbidden conflict passage always leaks.
+        leak[self._case[con & self._forbidden]] = True
+        for i in np.unique(self._case[ev & self._forbidden]):
+            if not leak[i]:
+                gated, _ = apply_gate(self._passages[i], t, self._limits[i])
+                forb = set(self.results[i].case.forbidden_sources)
+                leak[i] = any(g.route is Route.EVIDENCE and g.doc_id in forb for g in gated)
+        correct = status == self._expected
+        truth = np.where(leak, -1, np.where(correct, 1, np.where(status == STATUS_CODE["insufficient_evidence"], 0, -1)))
+        unsafe = int((truth < 0).sum())
+        return {"cases": n, "status_accuracy": round(float(correct.mean()), 4), "truthfulness": round(float(truth.mean()), 4),
+                "unsafe_answers": unsafe, "unsafe_rate": round(unsafe / n, 4)}
 
 
 def summary(results: list[CaseResult]) -> dict[str, float]:
@@ -180,8 +230,21 @@ def fit(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: flo
     """Best thresholds found by coordinate search from the current and from the default setting."""
     rep = Replayer(results, limits)
     found = {_coordinate_search(rep, start, current, max_unsafe_rate) for start in (current, GateThresholds())}
-    return max(sorted(found, key=lambda t: tuple(t.as_dict().values())),
+    best = max(sorted(found, key=lambda t: tuple(t.as_dict().values())),
                key=lambda t: _objective(rep.score(t), t, current, max_unsafe_rate))
+    return _restore_unneeded(rep, best, current, max_unsafe_rate)
+
+
+def _restore_unneeded(rep: Replayer, t: GateThresholds, current: GateThresholds, cap: float) -> GateThresholds:
+    """Put back the current value of every threshold whose move does not change the outcome: a
+    search path can drift a threshold that the cases do not constrain, and an operator should only
+    see the changes the data asks for."""
+    goal = _objective(rep.score(t), t, current, cap)[:3]
+    for f in THRESHOLD_FIELDS:
+        back = replace(t, **{f: getattr(current, f)})
+        if _objective(rep.score(back), back, current, cap)[:3] >= goal:
+            t = back
+    return t
 
 
 def cross_validate(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float,
@@ -216,6 +279,15 @@ def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: fl
         warnings.append(f"no setting meets the unsafe cap {max_unsafe_rate}; the result minimises unsafe answers")
     if before["unsafe_rate"] > max_unsafe_rate and after["truthfulness"] < before["truthfulness"]:
         warnings.append("the current thresholds break the unsafe cap; the fitted ones trade truthfulness to meet it")
+    answered = sum(1 for r in rep.replay(best) if r.status != "insufficient_evidence")
+    if answered == 0 and any(r.case.expected_status != "insufficient_evidence" for r in results):
+        warnings.append("the fitted thresholds abstain on every question: under this unsafe cap the judge's scores do "
+                        "not separate answerable from unanswerable questions in this set (see the report's score "
+                        "distributions); a looser --max-unsafe or a better judge is needed to answer anything")
+    unscored = sum(1 for r in results if r.candidates and not any(c.get("scores") for c in r.candidates))
+    if unscored:
+        warnings.append(f"{unscored} of {n} cases have no judge scores (judge failed or degraded): thresholds cannot "
+                        "change their outcome; fix the judge and run the evaluation again")
     kinds = {r.case.expected_status for r in results}
     if len(kinds) < 3:
         warnings.append(f"the cases only expect {', '.join(sorted(kinds))}: thresholds for the other outcomes are unconstrained")
@@ -265,8 +337,11 @@ def _fmt(s: dict[str, float]) -> str:
               help="Read judge scores from a previous `sourcegate eval FILE --json` instead of judging again.")
 @click.option("--folds", default=5, show_default=True, type=int, help="Folds for the held-out estimate (0: skip).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the HTML report (plots, sweeps) of the run under the current thresholds.")
 @click.pass_context
-def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Path | None, folds: int, as_json: bool) -> None:
+def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Path | None, folds: int, as_json: bool,
+             report_path: Path | None) -> None:
     """Fit the gate thresholds to labelled questions (JSONL) for the best truthfulness under an unsafe cap."""
     root = ctx.find_root()
     settings = (root.obj or {}).get("settings") if isinstance(root.obj, dict) else None
@@ -298,6 +373,12 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
         res = tune(results, settings.thresholds(), max_unsafe, limits, cv_folds=folds)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
+    if report_path is not None:
+        from .report import write_report
+        from .runner import metrics
+
+        write_report(results, metrics(results), report_path, thresholds=settings.thresholds(), limits=limits)
+        click.echo(f"report written to {report_path}", err=True)
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))
         return

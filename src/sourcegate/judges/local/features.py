@@ -46,6 +46,23 @@ class QueryInfo:
     premise_neg: bool
     emb: np.ndarray | None = None
     bigrams: set[tuple[str, str]] = field(default_factory=set)
+    focus: str = ""  # the attribute asked about ("warranty" in "what is the warranty on ...")
+
+
+_FOCUS = re.compile(
+    r"^\s*(?:what|which|quel|quelle|quels|quelles)\s+(?:is|are|was|were|est|sont)?\s*(?:the|a|an|le|la|les|l')?\s*([a-z][a-z-]+)"
+    r"|^\s*how (?:much|many)\s+([a-z][a-z-]+)|^\s*combien de\s+([a-z][a-z-]+)"
+)
+
+
+def _focus(query: str) -> str:
+    m = _FOCUS.search(T.fold(query))
+    if not m:
+        return ""
+    w = next(g for g in m.groups() if g)
+    if w in T.STOP or w in T.QWORDS:
+        return ""
+    return T.stem(w)
 
 
 @dataclass
@@ -74,19 +91,26 @@ _Q_START = re.compile(
 
 def _premise(query: str) -> str:
     """The declarative clauses of a query: 'P-200 bearings need grease every 500 hours, how much do I add?'
-    -> 'P-200 bearings need grease every 500 hours'. Leading 'since/given that/as' clauses count."""
+    -> 'p-200 bearings need grease every 500 hours'. Leading 'since/given that/as' are dropped; a clause
+    that ends with '?' is a question, not a premise."""
     q = T.fold(query).strip()
-    parts = re.split(r"[,;:.?!]\s+|\s+(?:so|then|donc|alors)\s+|\?$", q)
+    pieces = re.split(r"([,;:.?!]|\s[-\u2013\u2014])(?:\s+|$)", q)
     out = []
-    for p in parts:
-        p = p.strip(" ,;:.?!")
+    for i in range(0, len(pieces), 2):
+        p = pieces[i].strip()
+        punct = pieces[i + 1] if i + 1 < len(pieces) else ""
         if not p:
             continue
+        if punct == "?" or (not punct and i + 1 >= len(pieces) and _Q_START.match(p)):
+            continue
         p2 = re.sub(r"^(since|given that|given|as|because|if|knowing that|now that|puisque|comme|vu que|etant donne que|sachant que|da|weil)\s+", "", p)
-        if _Q_START.match(p2) and p2 == p:
+        if _Q_START.match(p2) and p2 == p and punct.strip() not in (".", ";", "-", "\u2013", "\u2014"):
             continue
         if len(T.content_stems(p2)) >= 2:
             out.append(p2)
+    if not out and any(u and u != "year" for (_, u, _) in T.quantities(query)):
+        # "Should I grease it every 500 hours?" presupposes the number
+        out.append(q.strip(" ?!."))
     return " ; ".join(out)
 
 
@@ -106,6 +130,7 @@ def analyse_query(query: str, idf: Idf) -> QueryInfo:
         premise_stems=set(T.content_stems(prem)) if prem else set(),
         premise_neg=bool(T.NEG_RE.search(prem)) if prem else False,
         bigrams=set(zip(stems, stems[1:])),
+        focus=_focus(query),
     )
 
 
@@ -174,7 +199,8 @@ def _type_ok(qtype: str, sent: str) -> float:
 REL_FEATURES = (
     "sim_pass", "sim_max", "sim_2nd", "sim_at_lex", "lex_pass", "lex_best", "lex_win", "bigram",
     "q_nterms", "miss_rare", "n_miss_rare", "q_has_id", "id_match", "id_conflict", "type_ok_best",
-    "type_ok_pass", "novel_best", "sim_x_lex", "title_cov", "p_len",
+    "type_ok_pass", "novel_best", "sim_x_lex", "title_cov", "p_len", "neg_mismatch_best", "ant_best",
+    "q_num_missing", "focus_missing",
 ) + tuple("qt_" + q for q in T.QTYPES)
 
 # features the cross-lingual model uses (lexical coverage is meaningless across languages)
@@ -231,9 +257,28 @@ def rel_features(q: QueryInfo, p: PassageInfo, idf: Idf) -> dict[str, float]:
     f["sim_x_lex"] = f["sim_max"] * f["lex_best"]
     f["title_cov"] = _cov(q, p.title_stems) if p.title_stems else 0.0
     f["p_len"] = math.log1p(len(p.text)) / 8.0
+    # SQuAD-2-style traps: a negation or an antonym the best sentence does not share, a number it lacks
+    qf = T.fold(q.text)
+    bf = T.fold(p.sentences[lb])
+    f["neg_mismatch_best"] = float(bool(T.NEG_RE.search(qf)) != bool(T.NEG_RE.search(bf)))
+    qtok, btok = set(T.tokens(qf)), set(T.tokens(bf))
+    f["ant_best"] = float(any(a in _ANT and a not in btok and (_ANT[a] & btok) for a in qtok))
+    f["focus_missing"] = float(bool(q.focus) and q.focus not in p.all_stems)
+    qnums = {t for t in qtok if t.isdigit()}
+    f["q_num_missing"] = float(bool(qnums) and not qnums <= set(T.tokens(T.fold(p.text))))
     for qt in T.QTYPES:
         f["qt_" + qt] = float(q.qtype == qt)
     return f
+
+
+_TO_BASE = {
+    "s": 1, "min": 60, "h": 3600, "d": 86400, "wk": 604800, "mo": 2.63e6, "yr": 3.156e7,
+    "mg": 1e-3, "g": 1, "kg": 1e3, "lb": 453.6, "oz": 28.35, "t": 1e6,
+    "mL": 1e-3, "L": 1, "gal": 3.785, "m3": 1e3,
+    "mm": 1e-3, "cm": 1e-2, "m": 1, "km": 1e3, "ft": 0.3048, "in": 0.0254, "mi": 1609.0,
+    "Pa": 1e-3, "kPa": 1, "MPa": 1e3, "bar": 100, "psi": 6.895,
+    "W": 1, "kW": 1e3, "MW": 1e6, "hp": 745.7, "V": 1, "kV": 1e3,
+}
 
 
 def _near_value(a: float, b: float) -> bool:
@@ -267,30 +312,45 @@ def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[st
         ctx.append(sum(w for s, w in pw.items() if s in sset) / totw)
     f["prem_cov_best"] = max(ctx) if ctx else 0.0
     for (v, u, _) in prem_qty:
-        dim = T.UNIT_DIM.get(u.split("/")[0], u)
+        ub = u.split("/")[0]
+        dim = T.UNIT_DIM.get(ub, u)
+        bv = v * _TO_BASE[ub] if ub in _TO_BASE else None
         for si, sq in enumerate(p.sent_qty):
             c = ctx[si]
-            same_unit = [pv for (pv, pu, _) in sq if pu == u]
-            if u == "year":
-                if same_unit and not any(_near_value(v, x) for x in same_unit):
-                    f["year_conflict"] = max(f["year_conflict"], c)
-                continue
-            if u == "":
-                if same_unit:
-                    if any(_near_value(v, x) for x in same_unit):
-                        f["bare_agree"] = max(f["bare_agree"], c)
-                    else:
-                        f["bare_conflict"] = max(f["bare_conflict"], c)
-                continue
-            if same_unit:
-                if any(_near_value(v, x) for x in same_unit):
-                    f["num_agree"] = max(f["num_agree"], c)
+            if u == "year" or u == "":
+                same_unit = [pv for (pv, pu, _) in sq if pu == u]
+                if not same_unit:
+                    continue
+                agree = any(_near_value(v, x) for x in same_unit)
+                if u == "year":
+                    if not agree:
+                        f["year_conflict"] = max(f["year_conflict"], c)
+                elif agree:
+                    f["bare_agree"] = max(f["bare_agree"], c)
                 else:
-                    f["num_conflict"] = max(f["num_conflict"], c)
+                    f["bare_conflict"] = max(f["bare_conflict"], c)
+                continue
+            comparable = []
+            for (pv, pu, _) in sq:
+                pb = pu.split("/")[0]
+                if pu == u:
+                    comparable.append((pv, v, pu))
+                elif bv is not None and pb in _TO_BASE and T.UNIT_DIM.get(pb) == dim and ("/" in pu) == ("/" in u):
+                    comparable.append((pv * _TO_BASE[pb], bv, pu))
+            if not comparable:
+                continue
+            if any(abs(a - b) <= 0.02 * max(abs(a), abs(b), 1e-9) for a, b, _ in comparable):
+                f["num_agree"] = max(f["num_agree"], c)
             else:
-                other = [(pv, pu) for (pv, pu, _) in sq if pu and T.UNIT_DIM.get(pu.split("/")[0], pu) == dim and pu != u]
-                if other:
+                f["num_conflict"] = max(f["num_conflict"], c)
+                if any(_near_value(pv, v) and pu != u for (pv, pu, _) in sq):
                     f["unit_conflict"] = max(f["unit_conflict"], c)
+    # a sentence that states the premise's own value in at least as close a context confirms it
+    if f["num_agree"] >= f["num_conflict"]:
+        f["num_conflict"] = 0.0
+        f["unit_conflict"] = 0.0
+    if f["bare_agree"] >= f["bare_conflict"]:
+        f["bare_conflict"] = 0.0
     f["num_conflict_x_agree"] = f["num_conflict"] * (1.0 - f["num_agree"])
     # identifier claimed in the premise, absent from the passage, where a similar one sits in context
     prem_ids = set(T.identifiers(prem_text))
@@ -315,6 +375,16 @@ def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[st
                 if a in _ANT and a not in stok and (_ANT[a] & stok):
                     f["antonym"] = ctx[bi]
                     break
+    # the passage is about a sibling unit (P-300 for a P-200 premise): its numbers do not contradict
+    # (the subject is what the title / first sentence names)
+    subj = set(T.identifiers(p.title + "\n" + (p.sentences[0] if p.sentences else "")))
+    qids = set(T.identifiers(prem_text)) or set(q.ids)
+    if qids and subj and not (qids & subj) and any(_ids_similar(i, j) for i in qids - set(p.ids) for j in subj):
+        for k in ("num_conflict", "unit_conflict", "bare_conflict", "year_conflict", "neg_mismatch", "antonym",
+                  "id_claim_conflict"):
+            f[k] = 0.0
+        f["num_conflict_x_agree"] = 0.0
+        f["subject_mismatch"] = 1.0
     return f
 
 

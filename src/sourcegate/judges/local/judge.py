@@ -10,9 +10,6 @@ from ...models import PassageScores
 from ..base import JudgeInput, Judgement, PassageJudgement
 from . import text as T
 from .features import (
-    CON_FEATURES,
-    REL_FEATURES,
-    XLING_FEATURES,
     analyse_passage,
     analyse_query,
     con_features,
@@ -21,8 +18,6 @@ from .features import (
 )
 from .lexicons import ARCHIVED_STATUS
 from .model import (
-    INJ_FEATURES,
-    SUP_FEATURES,
     Weights,
     injection_raw,
     injection_sentences,
@@ -37,9 +32,9 @@ def _passage_scores(w: Weights, text: str, title: str) -> dict:
     sents = injection_sentences(text)
     logits = w.sentence_injection_logits(sents)
     fi = injection_raw(text, title, logits, sents)
-    p_inj = float(w.heads["inj"].predict(vec(fi, INJ_FEATURES))[0])
+    p_inj = float(w.heads["inj"].predict(vec(fi, w.heads["inj"].names))[0])
     fs = superseded_raw(text, title)
-    p_sup = float(w.heads["sup"].predict(vec(fs, SUP_FEATURES))[0])
+    p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
     out = {
         "v": FEATURES_VERSION,
         "w": w.version,
@@ -113,24 +108,43 @@ class LocalJudge:
                 results=[r or PassageJudgement(p.id, None, f"embedding failed: {type(e).__name__}: {e}")
                          for r, p in zip(results, passages)],
             )
+        xmaps = {}
+        xl = [k for k, info in infos.items() if info.lang != q.lang]
+        if xl:
+            try:
+                xmaps = _cross_lingual_maps(self.embedder, q, {k: infos[k] for k in xl})
+            except Exception:
+                xmaps = {}
         for k, info in infos.items():
             p = passages[k]
             try:
                 a, b = spans[k]
                 info.sent_emb = embs[a:b]
                 info.emb = _passage_vector(p.embedding, info.sent_emb)
-                fr = rel_features(q, info, w.idf)
                 xling = q.lang != info.lang
+                qk = _translated_query(q, xmaps.get(k, {}), w.idf) if xling else q
+                fr = rel_features(qk, info, w.idf)
                 if xling:
-                    xr = vec(fr, XLING_FEATURES)
-                    p_rel = float(w.heads["rel_x"].predict(xr)[0])
-                    p_evi = float(w.heads["evi_x"].predict(xr)[0])
+                    # similarities across languages are systematically lower (measured on translations)
+                    sc = float(w.meta.get("xling_sim_scale", 1.0)) or 1.0
+                    for name in ("sim_pass", "sim_max", "sim_2nd", "sim_at_lex"):
+                        fr[name] = min(1.0, fr[name] / sc)
+                    fr["sim_x_lex"] = fr["sim_max"] * fr["lex_best"]
+                if xling and not xmaps.get(k):
+                    # no query word could be matched across languages: embeddings only
+                    p_rel = float(w.heads["rel_x"].predict(vec(fr, w.heads["rel_x"].names))[0])
+                    p_evi = float(w.heads["evi_x"].predict(vec(fr, w.heads["evi_x"].names))[0])
                 else:
-                    xr = vec(fr, REL_FEATURES)
-                    p_rel = float(w.heads["rel"].predict(xr)[0])
-                    p_evi = float(w.heads["evi"].predict(xr)[0])
-                fc = con_features(q, info, fr)
-                p_con = float(w.heads["con"].predict(vec(fc, CON_FEATURES))[0])
+                    p_rel = float(w.heads["rel"].predict(vec(fr, w.heads["rel"].names))[0])
+                    p_evi = float(w.heads["evi"].predict(vec(fr, w.heads["evi"].names))[0])
+                if q.premise:
+                    fc = con_features(qk, info, fr)
+                    p_con = float(w.heads["con"].predict(vec(fc, w.heads["con"].names))[0])
+                    if fc.get("subject_mismatch"):
+                        # the passage is about a sibling unit: it cannot contradict this premise
+                        p_con = min(p_con, w.heads["con"].no_premise_p)
+                else:
+                    p_con = w.heads["con"].no_premise_p
                 pf = p.passage_features
                 if not (isinstance(pf, dict) and pf.get("v") == FEATURES_VERSION and pf.get("w") == w.version
                         and "inj" in pf and "sup" in pf):
@@ -155,6 +169,69 @@ class LocalJudge:
             usage={"passages": len(passages), "sentences": len(texts) - 1,
                    "latency_ms": round((time.perf_counter() - t0) * 1000, 1)},
         )
+
+
+XLING_WORD_MIN_SIM = 0.55
+
+
+def _cross_lingual_maps(embedder, q, infos: dict) -> dict:
+    """For a query in another language than some passages: match each query word to its nearest word in
+    each passage with the multilingual embedder (word-level translation), keeping matches above
+    XLING_WORD_MIN_SIM. Returns {passage index: {query stem: passage stem}}."""
+    qwords = {}
+    for t in T.tokens(q.text):
+        if t in T.STOP or t in T.QWORDS or len(t) < 3 or any(c.isdigit() for c in t):
+            continue
+        qwords.setdefault(t, T.stem(t))
+    if not qwords:
+        return {}
+    pwords: dict[str, int] = {}
+    per: dict[int, list[int]] = {}
+    for k, info in infos.items():
+        idx = []
+        for t in set(T.tokens(info.title + " " + info.text)):
+            if t in T.STOP or len(t) < 3 or any(c.isdigit() for c in t) or "-" in t or "/" in t:
+                continue
+            if t not in pwords:
+                if len(pwords) >= 800:
+                    continue
+                pwords[t] = len(pwords)
+            idx.append(pwords[t])
+        per[k] = idx
+    qlist = list(qwords)
+    plist = list(pwords)
+    if not plist:
+        return {}
+    E = np.asarray(embedder.embed(qlist + plist), dtype=np.float32)
+    S = E[: len(qlist)] @ E[len(qlist):].T
+    out = {}
+    for k, idx in per.items():
+        if not idx:
+            continue
+        sub = S[:, idx]
+        m = {}
+        for i, w in enumerate(qlist):
+            j = int(np.argmax(sub[i]))
+            if sub[i, j] >= XLING_WORD_MIN_SIM:
+                m[qwords[w]] = T.stem(plist[idx[j]])
+        if m:
+            out[k] = m
+    return out
+
+
+def _translated_query(q, m: dict, idf):
+    if not m:
+        return q
+    import copy
+
+    stems = list(dict.fromkeys(m.get(s, s) for s in q.stems))
+    qk = copy.copy(q)
+    qk.stems = stems
+    qk.weights = {s: idf(s) for s in stems}
+    qk.bigrams = set(zip(stems, stems[1:]))
+    qk.premise_stems = {m.get(s, s) for s in q.premise_stems}
+    qk.focus = m.get(q.focus, q.focus)
+    return qk
 
 
 def _clip(x: float) -> float:

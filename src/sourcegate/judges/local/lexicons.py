@@ -19,6 +19,8 @@ INJECTION_STRONG = [
     r"\bdo not (tell|inform|mention|reveal|disclose|show|let)( this| it| that)? (to )?(the )?(user|human|reader|anyone)\b",
     r"\b(tell|inform|remind|convince|persuade|ask|instruct|direct) the (user|human|reader)\b",
     r"\bin (your|the) (answer|response|reply|summary|output|next message|completion)\b",
+    r"\b(to|into|in) your (answer|response|output|completion)s?\b|\b(enhance|augment|begin|start|end|format|provide|prefix|conclude) your (answer|response|reply|output|completion)s?\b",
+    r"\byour (answer|response|output|completion)s? (must|should|will|has to|needs to)\b",
     r"\b(when|if|while) (summari[sz]ing|answering|responding|you (summari[sz]e|answer|respond|read|process))\b",
     r"\b(your|the) (instructions|guidelines|programming|training|restrictions|filters|safety (rules|guidelines)|content policy)\b",
     r"\b(pretend|act|behave|roleplay|role-play) (to be|as if|as an?|like an?|you are)\b",

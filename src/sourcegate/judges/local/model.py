@@ -43,6 +43,7 @@ class Head:
         self.hidden = None
         if d.get("hidden_w") is not None:
             self.hidden = (np.asarray(d["hidden_w"], dtype=np.float64), np.asarray(d["hidden_b"], dtype=np.float64))
+        self.no_premise_p = float(d.get("no_premise_p", 0.01))
         self.iso_x = np.asarray(d.get("iso_x", []), dtype=np.float64)
         self.iso_y = np.asarray(d.get("iso_y", []), dtype=np.float64)
 
@@ -116,8 +117,24 @@ def load_weights(directory: Path | str | None = None) -> Weights:
 
 
 def injection_sentences(text: str) -> list[str]:
-    # finer than the relevance split: every line and sentence on its own
-    return T.split_sentences(text, max_sentences=40, min_chars=12)
+    # finer than the relevance split: every line and sentence on its own, but a short heading
+    # ("Purpose.", "Step 3:") is read with the sentence that follows it
+    sents = T.split_sentences(text, max_sentences=40, min_chars=12)
+    out: list[str] = []
+    carry = ""
+    for s in sents:
+        s = (carry + " " + s).strip() if carry else s
+        carry = ""
+        if len(s) < 25:
+            carry = s
+            continue
+        out.append(s)
+    if carry:
+        if out:
+            out[-1] = out[-1] + " " + carry
+        else:
+            out.append(carry)
+    return out
 
 
 def injection_raw(text: str, title: str, logits: np.ndarray, sentences: list[str]) -> dict[str, float]:
