@@ -18,14 +18,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, Timer, emit, lat  # noqa: E402
-from _demo import demo_settings, ingest_corpus, require_local_judge  # noqa: E402
+from _common import REPO, Timer, emit, lat
+from _demo import demo_settings, ingest_corpus, require_local_judge
 
-from sourcegate.evaluation.cases import load_cases  # noqa: E402
-from sourcegate.evaluation.runner import metrics, run_eval  # noqa: E402
-from sourcegate.judges import JudgeInput  # noqa: E402
-from sourcegate.models import QUESTIONS  # noqa: E402
-from sourcegate.service import SourceGate  # noqa: E402
+from sourcegate.evaluation.cases import load_cases
+from sourcegate.evaluation.runner import metrics, run_eval
+from sourcegate.judges import JudgeInput
+from sourcegate.models import QUESTIONS
+from sourcegate.service import SourceGate
 
 
 def read_jsonl(path: Path, limit: int) -> list[dict]:

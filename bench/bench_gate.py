@@ -12,13 +12,19 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, emit, lat, peak_rss_mb  # noqa: E402
-from _demo import DEMO, demo_questions, demo_settings, ingest_corpus, require_local_judge  # noqa: E402
+from _common import Timer, emit, lat, peak_rss_mb
+from _demo import (
+    DEMO,
+    demo_questions,
+    demo_settings,
+    ingest_corpus,
+    require_local_judge,
+)
 
-from sourcegate.gate import apply_gate  # noqa: E402
-from sourcegate.judges import JudgeInput  # noqa: E402
-from sourcegate.retrieve import is_multi_document  # noqa: E402
-from sourcegate.service import SourceGate  # noqa: E402
+from sourcegate.gate import apply_gate
+from sourcegate.judges import JudgeInput
+from sourcegate.retrieve import is_multi_document
+from sourcegate.service import SourceGate
 
 GOAL_GATE_P95_MS = 150.0
 GOAL_ASK_P95_MS = 300.0
@@ -43,11 +49,15 @@ def twelve_candidates(gate: SourceGate, query: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0,
+                    help="BLAS threads of the embedder (0: the package default, UseEmbedder's 2)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="sg-bench-gate-") as tmp:
         settings = demo_settings(Path(tmp))
         chunks = ingest_corpus(settings, DEMO / "corpus")
-        gate = SourceGate(settings)
+        from sourcegate.embed import UseEmbedder
+
+        gate = SourceGate(settings, embedder=UseEmbedder(threads=args.threads) if args.threads else None)
         judge = require_local_judge(gate.embedder)
         gate._judge = judge
         questions = demo_questions()
@@ -81,6 +91,7 @@ def main() -> None:
         gate.close()
     g95, a95 = lat(gate_ms)["p95"], lat(ask_ms)["p95"]
     data = {
+        "embedder_threads": args.threads or "default",
         "judge": judge.name if hasattr(judge, "name") else type(judge).__name__, "demo_chunks": chunks,
         "candidates_per_query": round(sum(sizes) / len(sizes), 1),
         "ask_candidates_per_query": round(sum(ask_sizes) / len(ask_sizes), 1),

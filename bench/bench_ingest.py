@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import emit, peak_rss_mb, procedure_text  # noqa: E402
+from _common import emit, peak_rss_mb, procedure_text
 
-from sourcegate.embed import UseEmbedder  # noqa: E402
-from sourcegate.ingest.pipeline import Ingestor  # noqa: E402
-from sourcegate.store.sqlite import SqliteStore  # noqa: E402
+from sourcegate.embed import UseEmbedder
+from sourcegate.ingest.pipeline import Ingestor
+from sourcegate.store.sqlite import SqliteStore
 
 GOAL_CHUNKS_PER_S = 100.0
 

@@ -26,14 +26,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, emit, lat, peak_rss_mb, procedure_text, queries  # noqa: E402
+from _common import Timer, emit, lat, peak_rss_mb, procedure_text, queries
 
-from sourcegate.embed import UseEmbedder  # noqa: E402
-from sourcegate.ingest.chunker import chunk_document  # noqa: E402
-from sourcegate.models import Document  # noqa: E402
-from sourcegate.retrieve import RetrievalSettings, Retriever  # noqa: E402
-from sourcegate.store import SearchFilters  # noqa: E402
-from sourcegate.store.sqlite import SqliteStore  # noqa: E402
+from sourcegate.embed import UseEmbedder
+from sourcegate.ingest.chunker import chunk_document
+from sourcegate.models import Document
+from sourcegate.retrieve import RetrievalSettings, Retriever
+from sourcegate.store import SearchFilters
+from sourcegate.store.sqlite import SqliteStore
 
 GOAL_P95_MS = 60.0
 GOAL_RSS_MB = 1536.0
@@ -75,7 +75,7 @@ def build(path: Path, n_chunks: int, sample: int, threads: int, seed: int = 3) -
     store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     store.close()
     return {"chunks": written, "documents": d, "build_s": round(build_s, 1), "real_embedding_s": round(embed_s, 1),
-            "real_vectors": int(len(base)), "vector_backend": backend}
+            "real_vectors": len(base), "vector_backend": backend}
 
 
 def serve(path: Path, n_queries: int, threads: int) -> dict:

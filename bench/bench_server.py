@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import REPO, emit, lat  # noqa: E402
-from _demo import DEMO, demo_questions, demo_settings, ingest_corpus  # noqa: E402
+from _common import REPO, emit, lat
+from _demo import DEMO, demo_questions, demo_settings, ingest_corpus
 
 
 def free_port() -> int:

@@ -19,17 +19,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, emit, lat, peak_rss_mb, queries  # noqa: E402
+from _common import Timer, emit, lat, peak_rss_mb, queries
 
-from sourcegate.embed import UseEmbedder  # noqa: E402
-from sourcegate.store import SearchFilters  # noqa: E402
-from sourcegate.store.sqlite import SqliteStore, fts_query  # noqa: E402
+from sourcegate.embed import UseEmbedder
+from sourcegate.store import SearchFilters
+from sourcegate.store.sqlite import SqliteStore, fts_query
 
 K = 15
 

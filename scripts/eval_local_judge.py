@@ -90,11 +90,15 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("data", nargs="?", default="/work/shared/data")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--latency-only", action="store_true")
     args = ap.parse_args(argv)
     data = Path(args.data)
     judge = LocalJudge()
     print(f"model: {judge.model_id}")
 
+    if args.latency_only:
+        latency(judge, data, args.quick)
+        return
     # --- evidence / relevance: SQuAD 2.0 dev, held-out article
     ev = load_jsonl(data / "squad2-dev" / "evidence_pairs.jsonl")
     s = run_pairs(judge, ev)
@@ -174,7 +178,12 @@ def main(argv=None):
         m = kinds == k
         print(f"     {k:14s} n={m.sum():4d} mean={pc[m].mean():.3f} >0.7: {(pc[m] > 0.7).mean():.3f}")
 
-    # --- latency: 12 candidates of ~800 characters
+    latency(judge, data, args.quick)
+
+
+def latency(judge, data, quick=False):
+    """12 candidates of ~800 characters, as the gate sends them."""
+    corpus = json.load(open(data / "squad2-dev" / "corpus.json"))
     cands = [c["text"][:800] for c in corpus if len(c["text"]) >= 600][:12]
     while len(cands) < 12:
         cands.append(cands[0])
@@ -185,7 +194,7 @@ def main(argv=None):
     judge.judge(q, cold)
     for name, inp in (("stored embedding + passage_features (ingest path)", warm), ("nothing stored", cold)):
         ts = []
-        for _ in range(5 if args.quick else 15):
+        for _ in range(5 if quick else 15):
             t0 = time.perf_counter()
             judge.judge(q, inp)
             ts.append((time.perf_counter() - t0) * 1000)

@@ -100,6 +100,7 @@ def test_superseded_language_detected(notice):
 def test_revision_mention_is_not_superseded(judge):
     txt = "Revision 2 adds a step to check the bearing temperature. " + P200
     assert local.passage_features(txt)["sup"] < 0.3
+    assert local.passage_features(P200, title="Pump P-200: bearing lubrication (Rev. 2)")["sup"] < 0.3
     s = _one(judge, "How often should I grease the P-200 bearings?", P200, status="archived")
     assert s.is_superseded > 0.9  # metadata says so
 

@@ -21,11 +21,19 @@ def sqlite_vec_store(path):
     return s
 
 
+def sqlite_vec_knn_store(path):
+    s = SqliteStore(path, EMB.id, EMB.dim, dense_index="sqlite")
+    if s.vector_backend != "sqlite-vec":
+        s.close()
+        pytest.skip("sqlite-vec cannot be loaded by this Python")
+    return s
+
+
 def sqlite_numpy_store(path):
     return SqliteStore(path, EMB.id, EMB.dim, vector_backend="numpy")
 
 
-STORES = {"sqlite-vec": sqlite_vec_store, "sqlite-numpy": sqlite_numpy_store}
+STORES = {"sqlite-vec": sqlite_vec_store, "sqlite-vec-knn": sqlite_vec_knn_store, "sqlite-numpy": sqlite_numpy_store}
 
 
 @pytest.fixture(params=list(STORES))
@@ -140,11 +148,40 @@ def test_reopen_keeps_data_and_checks_embedder(tmp_path):
         SqliteStore(tmp_path / "i.db", "other-embedder", 32)
 
 
+def test_writes_from_another_connection_are_seen(tmp_path):
+    reader = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    writer = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    put(writer, "A", ["chlorine residual at the outlet"])
+    q = EMB.embed(["chlorine residual"])[0]
+    assert [h[0] for h in reader.dense_search(q, 5)] == ["A#0"]
+    put(writer, "B", ["chlorine residual in the network"])
+    writer.delete_document("A")
+    assert [h[0] for h in reader.dense_search(q, 5)] == ["B#0"]
+    reader.close()
+    writer.close()
+
+
 def test_migrations_are_named_and_recorded(tmp_path):
     s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
     names = [r[0] for r in s._conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
-    assert names == ["0001_documents_and_chunks", "0002_vectors"]
+    assert names == ["0001_documents_and_chunks", "0002_vectors", "0003_fts_filter_columns"]
     assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    s.close()
+
+
+def test_lexical_search_prunes_common_terms_on_large_indexes(tmp_path, monkeypatch):
+    import sourcegate.store.sqlite as mod
+
+    s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    for i in range(40):
+        put(s, f"D{i}", [f"pump maintenance procedure number {i} for the station pump"])
+    put(s, "X", ["pump maintenance procedure for the rare zircon impeller"])
+    monkeypatch.setattr(mod, "LEXICAL_PRUNE_MIN_CHUNKS", 10)
+    match = s._lexical_match("pump maintenance zircon impeller")
+    assert match.split(" OR ")[:2] == ['"impeller"', '"zircon"'] and '"pump"' not in match
+    assert s.lexical_search("pump maintenance zircon impeller", 3)[0][0] == "X#0"
+    monkeypatch.setattr(mod, "LEXICAL_PRUNE_MIN_CHUNKS", 10_000)
+    assert '"pump"' in s._lexical_match("pump maintenance zircon impeller")
     s.close()
 
 

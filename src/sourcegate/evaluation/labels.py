@@ -13,8 +13,9 @@ are pooled over all cases; the other three depend on the query, so they are per 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..models import QUESTIONS
 

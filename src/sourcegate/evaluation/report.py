@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,14 @@ from ..models import QUESTION_TEXT, QUESTIONS
 from .cases import STATUSES
 from .labels import LABEL_DEFINITIONS, labelled_scores
 from .runner import CaseResult
-from .tune import GRID, THRESHOLD_FIELDS, THRESHOLD_QUESTION, EvidenceLimits, Replayer, summary
+from .tune import (
+    GRID,
+    THRESHOLD_FIELDS,
+    THRESHOLD_QUESTION,
+    EvidenceLimits,
+    Replayer,
+    summary,
+)
 
 STAGES = ("retrieve", "retrieve_embed_query", "retrieve_search", "retrieve_rerank", "judge", "route", "answer", "total")
 RELIABILITY_BINS = 10
@@ -272,7 +279,7 @@ def render_report(results: list[CaseResult], metrics: dict[str, Any], thresholds
     trows = [[_e(f), _num(getattr(thresholds, f)), _e(THRESHOLD_QUESTION[f])] for f in THRESHOLD_FIELDS]
     defs = "".join(f"<dt>{_e(q)}</dt><dd>{_e(QUESTION_TEXT[q])}<br><i>label:</i> {_e(LABEL_DEFINITIONS[q])}</dd>"
                    for q in QUESTIONS)
-    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    when = datetime.now(UTC).isoformat(timespec="seconds")
     parts = [
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>sourcegate evaluation</title>",
         f"<style>{CSS}</style></head><body>",

@@ -12,10 +12,9 @@ to the setting closest to the current one (a tuned threshold should not move wit
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import click
 import numpy as np

@@ -7,6 +7,7 @@ vectors in a plain table and scan them with numpy (exact, slower at scale, same 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -69,6 +70,27 @@ _TOKEN = re.compile(r"[\w]+(?:[-/.][\w]+)*", re.UNICODE)
 def fts_query(text: str) -> str | None:
     """An FTS5 OR-query of the query's meaningful terms. Identifiers such as "P-200" or "E-47"
     become exact phrases ("p 200"), so they are matched as a unit."""
+    terms = fts_terms(text)
+    return " OR ".join(terms) if terms else None
+
+
+def _stem(word: str) -> str:
+    """The form FTS5's porter tokenizer indexes a word under (accents folded, Porter stem)."""
+    import unicodedata
+
+    folded = "".join(ch for ch in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(ch))
+    return _porter().stemWord(folded)
+
+
+@functools.lru_cache(maxsize=1)
+def _porter():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("porter")
+
+
+def fts_terms(text: str) -> list[str]:
+    """Quoted FTS5 terms and phrases of a query, in order, without duplicates."""
     terms: list[str] = []
     for tok in _TOKEN.findall(text.lower()):
         parts = [p for p in re.split(r"[-/.]", tok) if p]
@@ -78,12 +100,7 @@ def fts_query(text: str) -> str | None:
         for p in parts:
             if p not in _STOP and (len(p) > 1 or p.isdigit()):
                 terms.append('"' + p + '"')
-    seen, uniq = set(), []
-    for t in terms:
-        if t not in seen:
-            seen.add(t)
-            uniq.append(t)
-    return " OR ".join(uniq) if uniq else None
+    return list(dict.fromkeys(terms))
 
 
 MIGRATIONS: list[tuple[str, list[str]]] = [
@@ -107,8 +124,71 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
 ]
 
 
+LATER_MIGRATIONS: list[tuple[str, list[str]]] = [
+    (
+        # Filter columns inside the full-text index, so a filtered BM25 search needs no join.
+        "0003_fts_filter_columns",
+        [
+            """CREATE VIRTUAL TABLE chunks_fts_new USING fts5(text, title, status UNINDEXED, source_type UNINDEXED,
+               version UNINDEXED, tokenize='porter unicode61 remove_diacritics 2')""",
+            """INSERT INTO chunks_fts_new (rowid, text, title, status, source_type, version)
+               SELECT f.rowid, f.text, f.title, c.status, coalesce(d.source_type, ''), coalesce(d.version, '')
+               FROM chunks_fts f JOIN chunks c ON c.rowid = f.rowid JOIN documents d ON d.id = c.doc_id""",
+            "DROP TABLE chunks_fts",
+            "ALTER TABLE chunks_fts_new RENAME TO chunks_fts",
+        ],
+    ),
+]
+
+# Lexical search serves exact and rare terms (identifiers, part numbers, error codes); dense search
+# covers the rest. On a large index, common words make SQLite score most of it for little gain,
+# so terms are taken rarest first within a budget of postings.
+LEXICAL_PRUNE_MIN_CHUNKS = 5000
+LEXICAL_POSTINGS_BUDGET = 0.10  # share of the chunks
+
+
+class _VectorMatrix:
+    """Vectors and their filter columns as arrays, for exact search with one matrix product."""
+
+    def __init__(self, rowids, vectors, columns: dict[str, np.ndarray], version: int):
+        self.rowids, self.vectors, self.columns, self.version = rowids, vectors, columns, version
+        self.position = {int(r): i for i, r in enumerate(rowids)}
+        self._masks: dict[SearchFilters, np.ndarray] = {}
+
+    @classmethod
+    def build(cls, rows, dim: int, version: int) -> "_VectorMatrix":
+        rowids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        vectors = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+                   if rows else np.zeros((0, dim), np.float32))
+        columns = {name: np.array([r[i] or "" for r in rows], dtype=object)
+                   for i, name in ((2, "status"), (3, "source_type"), (4, "version"))}
+        return cls(rowids, vectors, columns, version)
+
+    def mask(self, f: SearchFilters) -> np.ndarray:
+        if f not in self._masks:
+            self._masks[f] = self._compute_mask(f)
+        return self._masks[f]
+
+    def _compute_mask(self, f: SearchFilters) -> np.ndarray:
+        keep = np.ones(len(self.rowids), dtype=bool)
+        for s in f.exclude_status:
+            keep &= self.columns["status"] != s
+        for name in ("status", "source_type", "version"):
+            val = getattr(f, name)
+            if val is not None:
+                keep &= self.columns[name] == val
+        return keep
+
+
 class SqliteStore:
-    def __init__(self, path: Path, embedder_id: str, dim: int, vector_backend: str = "auto"):
+    def __init__(self, path: Path, embedder_id: str, dim: int, vector_backend: str = "auto",
+                 dense_index: str = "memory"):
+        """`dense_index="memory"` keeps every vector in RAM (dim * 4 bytes per chunk: about 205 MB
+        for 100k 512-d chunks) and scans them with one matrix product, several times faster than
+        sqlite-vec's scan; `"sqlite"` searches inside SQLite with sqlite-vec, for small machines."""
+        if dense_index not in ("memory", "sqlite"):
+            raise ValueError("dense_index must be 'memory' or 'sqlite'")
+        self.dense_index = dense_index
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.embedder_id = embedder_id
@@ -118,7 +198,9 @@ class SqliteStore:
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=ON")
-        self._np_cache: tuple[np.ndarray, np.ndarray, list[str]] | None = None
+        self._np_cache: _VectorMatrix | None = None
+        self._df_cache: tuple[int, dict[str, int]] | None = None
+        self._count_cache: tuple[int, int] | None = None
         self._migrate()
 
     # -- schema -------------------------------------------------------------------------------
@@ -134,7 +216,7 @@ class SqliteStore:
                 if self.vector_backend == "sqlite-vec"
                 else "CREATE TABLE chunks_vec (rowid INTEGER PRIMARY KEY, embedding BLOB NOT NULL, status TEXT, source_type TEXT, version TEXT)"
             )
-            migrations = MIGRATIONS + [("0002_vectors", [vec_sql])]
+            migrations = MIGRATIONS + [("0002_vectors", [vec_sql])] + LATER_MIGRATIONS
             for name, statements in migrations:
                 if name in done:
                     continue
@@ -172,7 +254,7 @@ class SqliteStore:
             c.execute("DELETE FROM chunks_fts WHERE rowid=?", (rid,))
             c.execute("DELETE FROM chunks_vec WHERE rowid=?", (rid,))
         c.execute("DELETE FROM chunks WHERE doc_id=?", (doc_id,))
-        self._np_cache = None
+        self._invalidate()
 
     def upsert_document(self, doc: Document, chunks: list[Chunk], vectors: np.ndarray,
                         features: list[dict | None] | None = None, source_path: str | None = None) -> None:
@@ -206,8 +288,11 @@ class SqliteStore:
                          json.dumps(feat, separators=(",", ":")) if feat is not None else None),
                     )
                     rid = cur.lastrowid
-                    c.execute("INSERT INTO chunks_fts (rowid, text, title) VALUES (?,?,?)",
-                              (rid, ch.text, " ".join(filter(None, [doc.title, ch.heading]))))
+                    c.execute(
+                        "INSERT INTO chunks_fts (rowid, text, title, status, source_type, version) VALUES (?,?,?,?,?,?)",
+                        (rid, ch.text, " ".join(filter(None, [doc.title, ch.heading])), status,
+                         doc.source_type or "", doc.version or ""),
+                    )
                     c.execute(
                         "INSERT INTO chunks_vec (rowid, embedding, status, source_type, version) VALUES (?,?,?,?,?)",
                         (rid, vec.tobytes(), status, doc.source_type or "", doc.version or ""),
@@ -217,7 +302,7 @@ class SqliteStore:
                 c.execute("ROLLBACK")
                 raise
             finally:
-                self._np_cache = None
+                self._invalidate()
 
     def delete_document(self, doc_id: str) -> bool:
         c = self._conn
@@ -262,12 +347,21 @@ class SqliteStore:
                 params.append(val)
         return " AND ".join(clauses), params
 
+    def _invalidate(self) -> None:
+        # PRAGMA data_version tracks other connections' commits, not this one's.
+        self._np_cache = None
+        self._df_cache = None
+        self._count_cache = None
+
+    def _data_version(self) -> int:
+        return self._conn.execute("PRAGMA data_version").fetchone()[0]
+
     def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         if k <= 0:
             return []
         with self._lock:
-            if self.vector_backend == "sqlite-vec":
+            if self.dense_index == "sqlite" and self.vector_backend == "sqlite-vec":
                 where, params = self._filter_sql(filters)
                 sql = "SELECT v.rowid, v.distance FROM chunks_vec v WHERE v.embedding MATCH ? AND k = ?"
                 if where:
@@ -275,7 +369,7 @@ class SqliteStore:
                 rows = self._conn.execute(sql, [q.tobytes(), k, *params]).fetchall()
                 hits = [(rid, 1.0 - float(d)) for rid, d in rows]
             else:
-                hits = self._numpy_search(q, k, filters)
+                hits = self._memory_search(q, k, filters)
             if not hits:
                 return []
             ids = dict(self._conn.execute(
@@ -283,42 +377,113 @@ class SqliteStore:
             ).fetchall())
         return [(ids[rid], s) for rid, s in hits if rid in ids]
 
-    def _numpy_search(self, q: np.ndarray, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
-        if self._np_cache is None:
+    def _matrix(self) -> "_VectorMatrix":
+        """All vectors in memory, reloaded when this or another connection has written."""
+        version = self._data_version()
+        if self._np_cache is None or self._np_cache.version != version:
             rows = self._conn.execute("SELECT rowid, embedding, status, source_type, version FROM chunks_vec").fetchall()
-            rowids = np.array([r[0] for r in rows], dtype=np.int64)
-            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim) if rows else np.zeros((0, self.dim), np.float32)
-            self._np_cache = (rowids, mat, [(r[2], r[3], r[4]) for r in rows])
-        rowids, mat, meta = self._np_cache
-        if not len(rowids):
+            self._np_cache = _VectorMatrix.build(rows, self.dim, version)
+        return self._np_cache
+
+    def _memory_search(self, q: np.ndarray, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
+        m = self._matrix()
+        if not len(m.rowids):
             return []
-        sims = mat @ q
-        keep = np.array([
-            m[0] not in filters.exclude_status
-            and (filters.status is None or m[0] == filters.status)
-            and (filters.source_type is None or m[1] == filters.source_type)
-            and (filters.version is None or m[2] == filters.version)
-            for m in meta
-        ])
-        sims = np.where(keep, sims, -np.inf)
-        top = np.argsort(-sims)[:k]
-        return [(int(rowids[i]), float(sims[i])) for i in top if np.isfinite(sims[i])]
+        keep = m.mask(filters)
+        if not keep.any():
+            return []
+        sims = m.vectors @ q
+        sims[~keep] = -np.inf
+        k = min(k, int(keep.sum()))
+        top = np.argpartition(-sims, k - 1)[:k]
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(int(m.rowids[i]), float(sims[i])) for i in top]
+
+    def _document_frequencies(self, stems: list[str]) -> dict[str, int]:
+        version = self._data_version()
+        if self._df_cache is None or self._df_cache[0] != version:
+            self._conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_vocab USING fts5vocab(main, chunks_fts, 'row')")
+            self._df_cache = (version, {})
+        cache = self._df_cache[1]
+        for stem in stems:
+            if stem not in cache:
+                row = self._conn.execute("SELECT doc FROM temp.chunks_vocab WHERE term = ?", (stem,)).fetchone()
+                cache[stem] = row[0] if row else 0
+        return {st: cache[st] for st in stems}
+
+    def _lexical_match(self, query: str) -> str | None:
+        terms = fts_terms(query)
+        if not terms:
+            return None
+        n = self._chunk_count()
+        if n < LEXICAL_PRUNE_MIN_CHUNKS:
+            return " OR ".join(terms)
+        stems = {t: [_stem(w) for w in t.strip('"').split()] for t in terms}
+        df = self._document_frequencies(sorted({s for v in stems.values() for s in v}))
+        # A phrase costs the postings of all its words; its rarity is that of its rarest word.
+        ranked = sorted(terms, key=lambda t: (min(df[s] for s in stems[t]), t))
+        budget, spent, kept = LEXICAL_POSTINGS_BUDGET * n, 0, []
+        for t in ranked:
+            cost = sum(df[s] for s in stems[t])
+            if len(kept) >= 2 and spent + cost > budget:
+                break
+            kept.append(t)
+            spent += cost
+        return " OR ".join(kept)
+
+    def _chunk_count(self) -> int:
+        version = self._data_version()
+        if self._count_cache is None or self._count_cache[0] != version:
+            self._count_cache = (version, self._conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        return self._count_cache[1]
 
     def lexical_search(self, query: str, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
-        match = fts_query(query)
-        if not match or k <= 0:
+        if k <= 0:
             return []
-        where, params = self._filter_sql(filters, prefix="c.")
-        where = where.replace("c.source_type", "d.source_type").replace("c.version", "d.version")
-        sql = (
-            "SELECT c.id, -bm25(chunks_fts) AS s FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid "
-            "JOIN documents d ON d.id = c.doc_id WHERE chunks_fts MATCH ?"
-            + (" AND " + where if where else "")
-            + " ORDER BY bm25(chunks_fts) LIMIT ?"
-        )
         with self._lock:
-            rows = self._conn.execute(sql, [match, *params, k]).fetchall()
-        return [(r[0], float(r[1])) for r in rows]
+            match = self._lexical_match(query)
+            if not match:
+                return []
+            # Filtering inside FTS5 reads every matching row's columns; most rows pass the filter,
+            # so rank without it and filter the best few, widening the window if too few remain.
+            for limit in (k * 3, k * 20):
+                rows = self._conn.execute(
+                    "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts) LIMIT ?",
+                    (match, limit),
+                ).fetchall()
+                hits = self._filter_rows(rows, filters)
+                if len(hits) >= k or len(rows) < limit:
+                    return hits[:k]
+            where, params = self._filter_sql(filters)
+            rows = self._conn.execute(
+                "SELECT rowid, -bm25(chunks_fts) FROM chunks_fts WHERE chunks_fts MATCH ?"
+                + (" AND " + where if where else "") + " ORDER BY bm25(chunks_fts) LIMIT ?",
+                [match, *params, k],
+            ).fetchall()
+            return self._filter_rows(rows, filters)[:k]
+
+    def _filter_rows(self, rows: list[tuple[int, float]], filters: SearchFilters) -> list[tuple[str, float]]:
+        if not rows:
+            return []
+        meta = {r[0]: r[1:] for r in self._conn.execute(
+            f"""SELECT c.rowid, c.id, c.status, coalesce(d.source_type, ''), coalesce(d.version, '')
+                FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.rowid IN ({','.join('?' * len(rows))})""",
+            [r[0] for r in rows],
+        ).fetchall()}
+        out = []
+        for rowid, score in rows:
+            m = meta.get(rowid)
+            if m is None:
+                continue
+            cid, status, source_type, version = m
+            if status in filters.exclude_status:
+                continue
+            if (filters.status is not None and status != filters.status) or \
+               (filters.source_type is not None and source_type != filters.source_type) or \
+               (filters.version is not None and version != filters.version):
+                continue
+            out.append((cid, float(score)))
+        return out
 
     def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
         if not chunk_ids:
@@ -343,11 +508,17 @@ class SqliteStore:
             return {}
         with self._lock:
             rows = self._conn.execute(
-                f"""SELECT c.id, v.embedding FROM chunks c JOIN chunks_vec v ON v.rowid = c.rowid
-                    WHERE c.id IN ({','.join('?' * len(chunk_ids))})""",
-                chunk_ids,
+                f"SELECT id, rowid FROM chunks WHERE id IN ({','.join('?' * len(chunk_ids))})", chunk_ids
             ).fetchall()
-        return {r[0]: np.frombuffer(r[1], dtype=np.float32) for r in rows}
+            if self.dense_index == "memory" or self.vector_backend == "numpy":
+                m = self._matrix()
+                return {cid: m.vectors[m.position[rid]] for cid, rid in rows if rid in m.position}
+            by_rowid = {rid: cid for cid, rid in rows}
+            vecs = self._conn.execute(
+                f"SELECT rowid, embedding FROM chunks_vec WHERE rowid IN ({','.join('?' * len(by_rowid))})",
+                list(by_rowid),
+            ).fetchall() if by_rowid else []
+        return {by_rowid[rid]: np.frombuffer(blob, dtype=np.float32) for rid, blob in vecs}
 
     def stats(self) -> StoreStats:
         with self._lock:
