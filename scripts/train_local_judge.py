@@ -244,6 +244,36 @@ def rel_dataset(train: Path, rng: random.Random):
             rows.append(dict(query=q, text=tpl.format(i=other, t=r["text"]), title=r["title"], evi=0, rel=0, src="id_other"))
         else:
             rows.append(dict(query=q, text=r["text"], title=r["title"], evi=r["evi"], rel=r["rel"], src="id_absent"))
+    # attribute swaps: the question asks for an attribute the passage never mentions ("what is the
+    # warranty ..." against a passage about the same equipment): on topic, no evidence
+    from sourcegate.judges.local.features import _focus
+
+    pool = None
+    words = {}
+    for r in base[:6000]:
+        m = re.match(r"^\s*(?i:what|which)\s+(?:is|are|was|were)\s+(?:the|a|an)\s+([a-z][a-z-]{3,})\s+(?:of|on|for|in|at|to|from|that|which|used|called)\b", r["query"])
+        if m:
+            words.setdefault(T.stem(T.fold(m.group(1))), m.group(1).lower())
+    n_swaps = 0
+    for r in base:
+        if n_swaps >= 2500 or r["evi"] != 1:
+            continue
+        fo = _focus(r["query"])
+        m = re.match(r"^(\s*(?i:what|which)\s+(?:is|are|was|were)\s+(?:the|a|an)\s+)([a-z][a-z-]{3,})\s+(?:of|on|for|in|at|to|from|that|which|used|called)\b", r["query"])
+        if not fo or not m:
+            continue
+        pstems = set(T.content_stems(r["text"]))
+        if fo not in pstems:
+            continue
+        if pool is None:
+            pool = sorted(words)
+        for _ in range(5):
+            cand = rng.choice(pool)
+            if cand not in pstems and cand in words:
+                q = m.group(1) + words[cand] + r["query"][m.end(2):]
+                rows.append(dict(query=q, text=r["text"], title=r["title"], evi=0, rel=1, src="focus_swap"))
+                n_swaps += 1
+                break
     for r in rows:
         b = h(r["title"], 10)
         r["split"] = "test" if b < 2 else ("cal" if b < 4 else "fit")

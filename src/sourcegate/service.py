@@ -44,6 +44,7 @@ class PassageOut(BaseModel):
 class ExcludedOut(BaseModel):
     id: str
     doc_id: str
+    title: str | None = None
     reason: str
     scores: dict[str, float] | None = None
 
@@ -156,7 +157,7 @@ class SourceGate:
             answer=written.text,
             evidence=[out(c, j) for c, j in ev],
             conflicts=[out(c, j) for c, j in cf],
-            excluded=[ExcludedOut(id=c.id, doc_id=c.doc_id, reason=reason,
+            excluded=[ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
                                   scores=j.scores.rounded() if j.scores else None)
                       for c, j, r, reason in final if r is Route.EXCLUDED],
             audit_id=audit_id,

@@ -46,7 +46,7 @@ class CaseResult:
         return {
             "query": self.case.query, "kind": self.case.kind, "expected_status": self.case.expected_status,
             "status": self.status, "correct": self.correct,
-            "expected_sources": self.case.expected_sources,
+            "expected_sources": self.case.expected_sources, "forbidden_sources": self.case.forbidden_sources,
             "evidence_doc_ids": self.evidence_doc_ids, "conflict_doc_ids": self.conflict_doc_ids,
             "excluded": self.excluded, "forbidden_leaks": self.leaks, "truthfulness": self.truthfulness(),
             "degraded": self.degraded, "audit_id": self.audit_id, "timings_ms": self.timings_ms,

@@ -95,6 +95,7 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
                     "properties": {
                         "id": {"type": "string"},
                         "doc_id": {"type": "string"},
+                        "title": _nullable({"type": "string"}, openapi),
                         "reason": {"type": "string"},
                         "scores": _nullable({**_scores_schema(), "description": "Judge probabilities, or null when "
                                                                           "the judge failed."}, openapi),
