@@ -73,7 +73,7 @@ def write_corpus(root: Path, docs: int, seed: int = 1) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=150)
-    ap.add_argument("--threads", type=int, default=2, help="BLAS threads of the embedder (UseEmbedder default: 2)")
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the embedder (UseEmbedder default: 1)")
     ap.add_argument("--workers", type=int, default=0,
                     help="embed in N worker processes (1 BLAS thread each) instead of in-process")
     args = ap.parse_args()

@@ -61,19 +61,54 @@ def _passage_features_fn() -> Callable[[str, str], dict] | None:
     return passage_features
 
 
+# Set in the parent just before worker processes fork, so they share the loaded model.
+_WORKER_EMBEDDER: Embedder | None = None
+
+
+def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None = None):
+    """Vectors and passage features for (title, text) pairs; runs in a worker process or inline."""
+    embedder = embedder or _WORKER_EMBEDDER
+    vectors = embedder.embed([f"{title}\n{text}" for title, text in items])
+    features_fn = _passage_features_fn()
+    feats: list[dict | None] = [None] * len(items)
+    if features_fn is not None:
+        for i, (title, text) in enumerate(items):
+            try:
+                feats[i] = features_fn(text, title)
+            except Exception:
+                log.debug("passage features failed", exc_info=True)
+    return vectors, feats
+
+
+def default_workers() -> int:
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
 class Ingestor:
     def __init__(self, store: Store, embedder: Embedder, *, chunk_size: int = 800, chunk_overlap: int = 120,
-                 max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64):
+                 max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64, workers: int | None = None):
+        """`workers` > 1 embeds batches in that many forked processes while this one parses and
+        writes; a pool starts only once there is more than one batch of work."""
+        self.workers = default_workers() if workers is None else max(1, workers)
+        self._pool = None
+        self._inflight: list = []
+        self._batches = 0
         self.store = store
         self.embedder = embedder
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.max_file_bytes = max_file_bytes
         self.batch_chunks = batch_chunks
-        self._features = _passage_features_fn()
         self._salt = f"{embedder.id}|{chunk_size}|{chunk_overlap}"
 
     def ingest(self, roots: list[Path], prune: bool = False, progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+        try:
+            return self._ingest(roots, prune, progress)
+        finally:
+            self._close_pool()
+            self._inflight.clear()
+
+    def _ingest(self, roots: list[Path], prune: bool, progress: Callable[[int, int, str], None] | None) -> IngestReport:
         report = IngestReport()
         files: list[tuple[Path, Path]] = []
         for root in roots:
@@ -127,28 +162,68 @@ class Ingestor:
                     self._flush(pending, report)
             if sum(len(c) for _, c, _ in pending) >= self.batch_chunks:
                 self._flush(pending, report)
-        self._flush(pending, report)
+        self._flush(pending, report, final=True)
         if prune:
             report.removed = self._prune(roots, seen_ids, failed_paths)
         return report
 
-    def _flush(self, pending: list[tuple[Document, list[Chunk], str]], report: IngestReport) -> None:
-        if not pending:
-            return
-        texts = [self._embed_text(d, c) for d, chunks, _ in pending for c in chunks]
-        vectors = self.embedder.embed(texts)
-        offset = 0
-        for doc, chunks, kind in pending:
-            vecs = vectors[offset : offset + len(chunks)]
-            offset += len(chunks)
-            feats = None
-            if self._features is not None:
-                try:
-                    feats = [self._features(c.text, doc.title) for c in chunks]
-                except Exception:
-                    log.debug("passage features failed for %s", doc.id, exc_info=True)
+    def _flush(self, pending: list[tuple[Document, list[Chunk], str]], report: IngestReport, final: bool = False) -> None:
+        if pending:
+            batch = list(pending)
+            pending.clear()
+            items = [(d.title, c.text) for d, chunks, _ in batch for c in chunks]
+            self._batches += 1
+            pool = self._get_pool() if self._batches > 1 else None
+            if pool is not None:
+                future = pool.submit(_embed_and_features, items)
+            else:
+                from concurrent.futures import Future
+
+                future = Future()
+                future.set_result(_embed_and_features(items, self.embedder))
+            self._inflight.append((future, batch))
+        # Write finished batches in order; keep at most `workers` batches in flight.
+        while self._inflight and (final or len(self._inflight) > self.workers or self._inflight[0][0].done()):
+            future, batch = self._inflight.pop(0)
             try:
-                self.store.upsert_document(doc, chunks, vecs, feats, source_path=doc.path)
+                vectors, feats = future.result()
+            except Exception as e:
+                for doc, _, _ in batch:
+                    report.failed.append((doc.path or doc.id, f"could not be embedded ({type(e).__name__}: {e})"))
+                continue
+            self._write(batch, vectors, feats, report)
+        if final:
+            self._close_pool()
+
+    def _get_pool(self):
+        if self.workers <= 1:
+            return None
+        if self._pool is None:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            global _WORKER_EMBEDDER
+            _WORKER_EMBEDDER = self.embedder
+            try:
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+            except (ValueError, OSError):  # no fork on this platform: stay in-process
+                self.workers = 1
+                return None
+        return self._pool
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+    def _write(self, batch, vectors, feats, report: IngestReport) -> None:
+        offset = 0
+        for doc, chunks, kind in batch:
+            vecs = vectors[offset : offset + len(chunks)]
+            fts = feats[offset : offset + len(chunks)]
+            offset += len(chunks)
+            try:
+                self.store.upsert_document(doc, chunks, vecs, fts, source_path=doc.path)
             except Exception as e:
                 report.failed.append((doc.path or doc.id, f"could not be written to the index ({e})"))
                 continue
@@ -157,12 +232,6 @@ class Ingestor:
                 report.added += 1
             else:
                 report.updated += 1
-        pending.clear()
-
-    @staticmethod
-    def _embed_text(doc: Document, chunk: Chunk) -> str:
-        # The title carries the equipment and the subject, often absent from the chunk itself.
-        return f"{doc.title}\n{chunk.text}"
 
     def _prune(self, roots: list[Path], seen_ids: set[str], failed_paths: set[str]) -> int:
         resolved = [Path(r).resolve() for r in roots]
