@@ -180,7 +180,10 @@ def _type_ok(qtype: str, sent: str) -> float:
     f = T.fold(sent)
     has_num = bool(re.search(r"\d", f)) or bool(re.search(r"\b(one|two|three|four|five|six|seven|eight|nine|ten|hundred|thousand|million|billion|dozen|several|few)\b", f))
     if qtype == "freq":
-        return float(bool(T.FREQ_RE.search(f)) and (has_num or "once" in f or "daily" in f or "weekly" in f or "monthly" in f or "annual" in f))
+        # a frequency is a time span said with a frequency word ("every 2,000 hours", "once a
+        # month"); a step number or a model number next to "every" is not one
+        spans = [u for (_, u, _) in T.quantities(sent) if T.UNIT_DIM.get(u.split("/")[0]) == "time" or "/" in u]
+        return float(bool(T.FREQ_RE.search(f)) and bool(spans))
     if qtype == "quant":
         return float(has_num)
     if qtype == "when":
@@ -311,10 +314,13 @@ def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[st
         sset = ss | p.title_stems
         ctx.append(sum(w for s, w in pw.items() if s in sset) / totw)
     f["prem_cov_best"] = max(ctx) if ctx else 0.0
+    # Each stated quantity is checked on its own: "30 g every 1,000 hours" is contradicted by a
+    # passage that says 15 g every 1,000 hours, although one of its two numbers agrees.
     for (v, u, _) in prem_qty:
         ub = u.split("/")[0]
         dim = T.UNIT_DIM.get(ub, u)
         bv = v * _TO_BASE[ub] if ub in _TO_BASE else None
+        q_agree = q_conflict = q_unit = b_agree = b_conflict = 0.0
         for si, sq in enumerate(p.sent_qty):
             c = ctx[si]
             if u == "year" or u == "":
@@ -326,9 +332,9 @@ def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[st
                     if not agree:
                         f["year_conflict"] = max(f["year_conflict"], c)
                 elif agree:
-                    f["bare_agree"] = max(f["bare_agree"], c)
+                    b_agree = max(b_agree, c)
                 else:
-                    f["bare_conflict"] = max(f["bare_conflict"], c)
+                    b_conflict = max(b_conflict, c)
                 continue
             comparable = []
             for (pv, pu, _) in sq:
@@ -340,17 +346,21 @@ def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[st
             if not comparable:
                 continue
             if any(abs(a - b) <= 0.02 * max(abs(a), abs(b), 1e-9) for a, b, _ in comparable):
-                f["num_agree"] = max(f["num_agree"], c)
+                q_agree = max(q_agree, c)
             else:
-                f["num_conflict"] = max(f["num_conflict"], c)
+                q_conflict = max(q_conflict, c)
                 if any(_near_value(pv, v) and pu != u for (pv, pu, _) in sq):
-                    f["unit_conflict"] = max(f["unit_conflict"], c)
-    # a sentence that states the premise's own value in at least as close a context confirms it
-    if f["num_agree"] >= f["num_conflict"]:
-        f["num_conflict"] = 0.0
-        f["unit_conflict"] = 0.0
-    if f["bare_agree"] >= f["bare_conflict"]:
-        f["bare_conflict"] = 0.0
+                    q_unit = max(q_unit, c)
+        # a sentence that states this quantity's own value in at least as close a context confirms it
+        if q_agree >= q_conflict:
+            q_conflict = q_unit = 0.0
+        if b_agree >= b_conflict:
+            b_conflict = 0.0
+        f["num_agree"] = max(f["num_agree"], q_agree)
+        f["num_conflict"] = max(f["num_conflict"], q_conflict)
+        f["unit_conflict"] = max(f["unit_conflict"], q_unit)
+        f["bare_agree"] = max(f["bare_agree"], b_agree)
+        f["bare_conflict"] = max(f["bare_conflict"], b_conflict)
     f["num_conflict_x_agree"] = f["num_conflict"] * (1.0 - f["num_agree"])
     # identifier claimed in the premise, absent from the passage, where a similar one sits in context
     prem_ids = set(T.identifiers(prem_text))

@@ -26,6 +26,8 @@ from .model import (
 )
 
 FEATURES_VERSION = 1
+FOCUS_MISSING_EVIDENCE_MAX = 0.3
+ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.3
 
 
 def _passage_scores(w: Weights, text: str, title: str) -> dict:
@@ -137,6 +139,15 @@ class LocalJudge:
                 else:
                     p_rel = float(w.heads["rel"].predict(vec(fr, w.heads["rel"].names))[0])
                     p_evi = float(w.heads["evi"].predict(vec(fr, w.heads["evi"].names))[0])
+                if not xling and fr.get("focus_missing") and not (q.qtype in ("quant", "freq") and fr.get("type_ok_best")):
+                    # The question names what it asks about ("What is the warranty on ...") and
+                    # the passage never mentions it: it cannot state the answer, however close its
+                    # subject. Not across languages (a missing word proves nothing there), nor when
+                    # the asked quantity is stated ("What torque ..." answered by "25 N·m").
+                    p_evi = min(p_evi, FOCUS_MISSING_EVIDENCE_MAX)
+                if q.qtype == "freq" and not fr.get("type_ok_best"):
+                    # "How often ...?" is answered by a frequency in the sentences about the subject.
+                    p_evi = min(p_evi, ANSWER_TYPE_MISSING_EVIDENCE_MAX)
                 if q.premise:
                     fc = con_features(qk, info, fr)
                     p_con = float(w.heads["con"].predict(vec(fc, w.heads["con"].names))[0])

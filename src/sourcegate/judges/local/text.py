@@ -256,7 +256,8 @@ def _unit_of(w: str) -> str:
 def quantities(text: str) -> list[tuple[float, str, int]]:
     """(value, normalised unit or '' or 'year', char offset) for each number in the text."""
     out = []
-    folded = fold(text or "")
+    # "25 N·m" / "25 N.m": one unit, newton-metres
+    folded = re.sub(r"(?<=\d)\s?n\s?[\u00b7.\-]\s?m\b", " nm", fold(text or ""))
     for m in _NUM.finditer(folded):
         start = m.start("num")
         # skip digits that are part of an identifier (P-200, FX220, V-12)
@@ -287,9 +288,29 @@ def quantities(text: str) -> list[tuple[float, str, int]]:
         out.append((v, unit, start))
     for m in _NUM_WORD.finditer(folded):
         u = m.group("unit").lower()
-        if u in UNITS:
+        # "once a month": a one-letter word after a number word is an article, not a unit
+        if u in UNITS and len(u) > 1:
             out.append((float(_WORDNUM[m.group(1).lower()]), UNITS[u], m.start()))
+    # Intervals said in words: "every week", "once a month", "monthly", "tous les mois".
+    for m in _PERIOD_WORD.finditer(folded):
+        unit = _PERIOD_UNIT.get(m.group("u1") or m.group("u2") or "")
+        if unit:
+            out.append((1.0, unit, m.start()))
     return out
+
+
+_PERIOD_UNIT = {
+    "day": "d", "daily": "d", "jour": "d", "quotidien": "d", "quotidienne": "d", "tag": "d", "taglich": "d",
+    "week": "wk", "weekly": "wk", "semaine": "wk", "hebdomadaire": "wk", "woche": "wk", "wochentlich": "wk",
+    "month": "mo", "monthly": "mo", "mois": "mo", "mensuel": "mo", "mensuelle": "mo", "monat": "mo", "monatlich": "mo",
+    "year": "yr", "yearly": "yr", "annually": "yr", "annual": "yr", "an": "yr", "annee": "yr", "annuel": "yr",
+    "annuelle": "yr", "jahr": "yr", "jahrlich": "yr",
+}
+_PERIOD_WORD = re.compile(
+    r"\b(?:(?:every|each|once (?:a|an|per|every)|per|chaque|tous les|toutes les|une fois par|jeden|jede|einmal (?:pro|im))\s+"
+    r"(?P<u1>day|week|month|year|jour|semaine|mois|an|annee|tag|woche|monat|jahr)"
+    r"|(?P<u2>daily|weekly|monthly|yearly|annually|quotidien(?:ne)?|hebdomadaire|mensuel(?:le)?|annuel(?:le)?|taglich|wochentlich|monatlich|jahrlich))\b"
+)
 
 
 # --------------------------------------------------------------------------------------------
