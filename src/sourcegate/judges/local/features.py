@@ -55,12 +55,23 @@ _FOCUS = re.compile(
 )
 
 
+# Words that name the shape of an answer rather than the thing asked about ("What is the name
+# of ...", "What kind of ...", "What two ..."): not a focus.
+_GENERIC_FOCUS = set("""
+name names term terms kind kinds type types sort sorts example examples number numbers amount way ways
+method methods general common typical main usual most least best first second third last other others
+one two three four five six seven several many few different difference differences reason reasons
+purpose result results word words expression phrase thing things part parts form forms process
+nom terme type genre exemple nombre facon raison
+""".split())
+
+
 def _focus(query: str) -> str:
     m = _FOCUS.search(T.fold(query))
     if not m:
         return ""
     w = next(g for g in m.groups() if g)
-    if w in T.STOP or w in T.QWORDS:
+    if w in T.STOP or w in T.QWORDS or w in _GENERIC_FOCUS or len(w) < 4:
         return ""
     return T.stem(w)
 

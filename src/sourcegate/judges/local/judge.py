@@ -26,8 +26,8 @@ from .model import (
 )
 
 FEATURES_VERSION = 1
-FOCUS_MISSING_EVIDENCE_MAX = 0.3
-ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.3
+FOCUS_MISSING_EVIDENCE_MAX = 0.5
+ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
 
 
 def _passage_scores(w: Weights, text: str, title: str) -> dict:
