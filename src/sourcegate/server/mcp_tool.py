@@ -149,7 +149,8 @@ def result_text(data: dict[str, Any]) -> str:
     if data.get("answer"):
         lines += ["", data["answer"]]
     sources = data["evidence"] or data["conflicts"]
-    if sources:
+    # The extractive answer already ends with its numbered sources; another list would repeat it.
+    if sources and "Sources:" not in (data.get("answer") or ""):
         lines.append("")
         lines.append("sources:")
         for n, p in enumerate(sources, start=1):
