@@ -332,10 +332,7 @@ def _register_commands() -> None:
     cli.add_command(tune_cmd)
 
 
-try:
-    _register_commands()
-except ImportError:  # pragma: no cover - modules being written
-    pass
+_register_commands()
 
 
 def main() -> None:

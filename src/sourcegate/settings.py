@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -19,8 +19,9 @@ def _env(name: str, *aliases: str):
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
 
-    # Where the embedded index and the audit log live.
-    home: Path = Field(Path(".sourcegate"), validation_alias=_env("SOURCEGATE_HOME"))
+    # Where the embedded index and the audit log live. (Not a field named `home`: environment
+    # variables also match field names, and every shell has HOME.)
+    sourcegate_home: Path = Field(Path(".sourcegate"), validation_alias=_env("SOURCEGATE_HOME"))
     # Store URL: "sqlite:///path/to/index.db" (default: SOURCEGATE_HOME/index.db).
     store_url: str | None = Field(None, validation_alias=_env("SOURCEGATE_STORE"))
     embedder: str = Field("use-multilingual", validation_alias=_env("SOURCEGATE_EMBEDDER"))
@@ -82,6 +83,29 @@ class Settings(BaseSettings):
     audit_enabled: bool = Field(True, validation_alias=_env("AUDIT_ENABLED"))
     audit_log_path: Path | None = Field(None, validation_alias=_env("AUDIT_LOG_PATH"))
     audit_redact_query: bool = Field(False, validation_alias=_env("AUDIT_REDACT_QUERY"))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keywords_win(cls, data):
+        """Settings(judge="local") in code (or a CLI flag) wins over the environment. Environment
+        values arrive under their alias (SOURCEGATE_JUDGE), keywords under the field name, and
+        pydantic would otherwise prefer the alias."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "home" in data:  # Settings(home=...) means SOURCEGATE_HOME
+            data["sourcegate_home"] = data.pop("home")
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            if name in data and isinstance(alias, AliasChoices):
+                for choice in alias.choices:
+                    if isinstance(choice, str) and choice != name:
+                        data.pop(choice, None)
+        return data
+
+    @property
+    def home(self) -> Path:
+        return self.sourcegate_home
 
     @property
     def index_path(self) -> Path:
