@@ -10,6 +10,7 @@ from ...models import PassageScores
 from ..base import JudgeInput, Judgement, PassageJudgement
 from . import text as T
 from .features import (
+    _cov,
     analyse_passage,
     analyse_query,
     con_features,
@@ -28,6 +29,8 @@ from .model import (
 FEATURES_VERSION = 1
 FOCUS_MISSING_EVIDENCE_MAX = 0.5
 ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
+CASCADE_SIM_FLOOR = 0.15
+CASCADE_LEX_FLOOR = 0.2
 
 
 def _passage_scores(w: Weights, text: str, title: str) -> dict:
@@ -97,13 +100,25 @@ class LocalJudge:
                 results[k] = PassageJudgement(p.id, None, f"feature extraction failed: {type(e).__name__}: {e}")
         try:
             q = analyse_query(query or "", w.idf)
-            texts = [query or "."]
+            q.emb = np.asarray(self.embedder.embed([query or "."]), dtype=np.float32)[0]
+            # Sentence embeddings are most of the judge's time. A passage far from the query by
+            # its stored vector and sharing few of its words is judged on that vector alone.
+            texts: list[str] = []
             spans = {}
+            shallow = {}
             for k, info in infos.items():
+                pv = _stored_vector(passages[k].embedding, q.emb.shape[0])
+                if (pv is not None and info.lang == q.lang and float(pv @ q.emb) < CASCADE_SIM_FLOOR
+                        and _cov(q, info.all_stems) < CASCADE_LEX_FLOOR):
+                    shallow[k] = pv
+                    continue
                 spans[k] = (len(texts), len(texts) + len(info.sentences))
                 texts.extend(info.sentences)
-            embs = np.asarray(self.embedder.embed(texts), dtype=np.float32)
-            q.emb = embs[0]
+            embs = (np.asarray(self.embedder.embed(texts), dtype=np.float32) if texts
+                    else np.zeros((0, q.emb.shape[0]), dtype=np.float32))
+            for k, pv in shallow.items():
+                spans[k] = (len(embs), len(embs) + len(infos[k].sentences))
+                embs = np.vstack([embs, np.repeat(pv[None, :], len(infos[k].sentences), axis=0)])
         except Exception as e:
             return Judgement(
                 model=self.model_id,
@@ -177,7 +192,7 @@ class LocalJudge:
         return Judgement(
             model=self.model_id,
             results=[r for r in results],
-            usage={"passages": len(passages), "sentences": len(texts) - 1,
+            usage={"passages": len(passages), "sentences_embedded": len(texts),
                    "latency_ms": round((time.perf_counter() - t0) * 1000, 1)},
         )
 
@@ -249,6 +264,17 @@ def _clip(x: float) -> float:
     if not np.isfinite(x):
         raise ValueError("non-finite score")
     return float(min(1.0, max(0.0, x)))
+
+
+def _stored_vector(stored, dim: int) -> np.ndarray | None:
+    if stored is None:
+        return None
+    try:
+        v = np.asarray(stored, dtype=np.float32).ravel()
+    except Exception:
+        return None
+    n = float(np.linalg.norm(v)) if v.shape[0] == dim else 0.0
+    return v / n if n > 0 else None
 
 
 def _passage_vector(stored, sent_emb: np.ndarray) -> np.ndarray:
