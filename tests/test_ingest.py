@@ -272,3 +272,13 @@ def test_failed_write_leaves_no_partial_document(library, sourcegate_home, embed
     assert [c.id for c in after] == [c.id for c in before]
     assert store.lexical_search("ladders", 5) == []
     store.close()
+
+
+def test_empty_pdf(tmp_path):
+    from pypdf import PdfWriter
+
+    path = tmp_path / "empty.pdf"
+    with open(path, "wb") as f:
+        PdfWriter().write(f)
+    with pytest.raises(IngestError, match="empty PDF"):
+        parse_file(path, "empty.pdf")
