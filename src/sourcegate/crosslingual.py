@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import csv
 import re
-import unicodedata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from .normalize import fold
 
 DEFAULT_GLOSSARY = Path(__file__).parent / "glossary" / "maintenance.tsv"
 
@@ -24,13 +25,6 @@ _STOPWORDS = {
     "de": "der die das ein eine und ist sind ich wie welche wann muss soll kann für mit vor den dem des nicht".split(),
     "es": "el la los las un una de del y es son yo cómo qué cuál cuándo debo hay para con antes se no por".split(),
 }
-
-
-def _fold(s: str) -> str:
-    return "".join(ch for ch in unicodedata.normalize("NFKD", s.lower()) if not unicodedata.combining(ch))
-
-
-_WORD = re.compile(r"[\w'’-]+", re.UNICODE)
 
 
 def detect_language(text: str) -> str | None:
@@ -61,35 +55,32 @@ class Concept:
 @dataclass
 class Glossary:
     concepts: list[Concept]
-    languages: list[str]
 
     @classmethod
     def load(cls, *paths: Path) -> "Glossary":
         concepts: list[Concept] = []
-        languages: list[str] = []
         for path in paths:
             with open(path, encoding="utf-8") as f:
                 rows = [r for r in csv.reader(f, delimiter="\t") if r and not r[0].startswith("#")]
             if not rows:
                 continue
             header = [h.strip() for h in rows[0]]
-            languages.extend(h for h in header if h not in languages)
             for n, row in enumerate(rows[1:], start=2):
                 if len(row) != len(header):
                     raise ValueError(f"{path}:{n}: expected {len(header)} tab-separated columns, got {len(row)}")
                 concepts.append(Concept({lang: [t.strip() for t in cell.split(",") if t.strip()]
                                          for lang, cell in zip(header, row)}))
-        return cls(concepts, languages)
+        return cls(concepts)
 
     def _matches(self, folded_query: str, term: str) -> bool:
-        t = _fold(term)
+        t = fold(term)
         if t.endswith("*"):
             return re.search(r"(?<![\w])" + re.escape(t[:-1]).replace(r"\ ", r"\s+") + r"\w*", folded_query) is not None
         return re.search(r"(?<![\w])" + re.escape(t).replace(r"\ ", r"\s+") + r"(?![\w])", folded_query) is not None
 
     def bridge_terms(self, query: str, source_language: str, target_language: str) -> list[str]:
         """The target language's terms for every concept the query names in its own language."""
-        q = _fold(query)
+        q = fold(query)
         out: list[str] = []
         for c in self.concepts:
             if any(self._matches(q, t) for t in c.terms.get(source_language, [])):

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 
 from .embed import Embedder
 from .models import Candidate
+from .normalize import fold
 from .store import SearchFilters, Store
 from .store.sqlite import _STOP, _TOKEN
 
@@ -37,16 +37,10 @@ class RetrievalSettings:
                    include_archived=s.retrieve_include_archived)
 
 
-def _fold(s: str) -> str:
-    if s.isascii():
-        return s.lower()
-    return "".join(ch for ch in unicodedata.normalize("NFKD", s.lower()) if not unicodedata.combining(ch))
-
-
 def query_terms(text: str) -> list[str]:
     """Meaningful terms of a query: identifiers kept whole ("p-200"), stop words dropped."""
     out = []
-    for tok in _TOKEN.findall(_fold(text)):
+    for tok in _TOKEN.findall(fold(text)):
         if any(ch.isdigit() for ch in tok) and re.search(r"[-/.]", tok):
             out.append(tok)
         else:
@@ -58,7 +52,7 @@ def lexical_overlap(terms: list[str], text: str) -> float:
     """Share of query terms found in the text (prefix match, so "grease" finds "greasing")."""
     if not terms:
         return 0.0
-    folded = _fold(text)
+    folded = fold(text)
     words = set(_TOKEN.findall(folded))
     hits = 0
     for t in terms:
@@ -118,10 +112,10 @@ class Retriever:
         lexical = self.store.lexical_search(lexical_text, s.lexical_pool, filters)
         t2 = time.perf_counter()
         ids = list(dict.fromkeys([*dense.keys(), *(cid for cid, _ in lexical)]))
-        missing = [cid for cid in ids if cid not in dense]
-        vectors = self.store.get_vectors(missing) if missing else {}
-        for cid in missing:
-            if cid in vectors:
+        # One fetch serves both: the similarity of BM25-only hits and the vectors handed to the judge.
+        vectors = self.store.get_vectors(ids)
+        for cid in ids:
+            if cid not in dense and cid in vectors:
                 dense[cid] = float(max(np.dot(vectors[cid], v) for v in vecs))
         candidates = {c.id: c for c in self.store.get_chunks(ids)}
         terms = query_terms(lexical_text)
@@ -129,13 +123,12 @@ class Retriever:
         lex_scores = dict(lexical)
         ranked = fuse({k: v for k, v in dense.items() if k in candidates}, overlap, set(lex_scores), s)[: s.candidates]
         out = []
-        all_vectors = self.store.get_vectors([cid for cid, _ in ranked])
         for cid, score in ranked:
             c = candidates[cid]
             c.dense_score = round(dense.get(cid, 0.0), 4)
             c.lexical_score = round(lex_scores.get(cid, 0.0), 4)
             c.score = round(score, 4)
-            c.embedding = all_vectors.get(cid)
+            c.embedding = vectors.get(cid)
             out.append(c)
         t3 = time.perf_counter()
         timings = {"embed_query": (t1 - t0) * 1000, "search": (t2 - t1) * 1000, "rerank": (t3 - t2) * 1000}

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..models import Candidate, Chunk, Document
+from ..normalize import fold
 from .base import DocumentRecord, SearchFilters, StoreStats
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,7 @@ def fts_query(text: str) -> str | None:
 
 def _stem(word: str) -> str:
     """The form FTS5's porter tokenizer indexes a word under (accents folded, Porter stem)."""
-    import unicodedata
-
-    folded = "".join(ch for ch in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(ch))
-    return _porter().stemWord(folded)
+    return _porter().stemWord(fold(word))
 
 
 @functools.lru_cache(maxsize=1)
@@ -335,15 +333,15 @@ class SqliteStore:
         return [self._record(r) for r in rows]
 
     @staticmethod
-    def _filter_sql(filters: SearchFilters, prefix: str = "") -> tuple[str, list]:
+    def _filter_sql(filters: SearchFilters) -> tuple[str, list]:
         clauses, params = [], []
         for s in filters.exclude_status:
-            clauses.append(f"{prefix}status != ?")
+            clauses.append("status != ?")
             params.append(s)
         for col in ("status", "source_type", "version"):
             val = getattr(filters, col)
             if val is not None:
-                clauses.append(f"{prefix}{col} = ?")
+                clauses.append(f"{col} = ?")
                 params.append(val)
         return " AND ".join(clauses), params
 

@@ -312,7 +312,6 @@ def con_features(q: QueryInfo, p: PassageInfo, rel: dict[str, float]) -> dict[st
     f["sim_max"] = rel["sim_max"]
     if not q.premise:
         return f
-    prem_q = [x for x in q.qty if x[2] is not None]
     prem_text = q.premise
     prem_qty = T.quantities(prem_text)
     f["q_has_qty"] = float(bool(prem_qty))

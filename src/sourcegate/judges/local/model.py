@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from . import text as T
-from .features import IDF_BUCKETS, Idf
+from .features import Idf
 from .lexicons import INJ_STRONG_RE, INJ_WEAK_RE, SUP_STRONG_RE, SUP_WEAK_RE
 
 WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"

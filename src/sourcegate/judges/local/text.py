@@ -5,9 +5,10 @@ ES, IT for the common words)."""
 from __future__ import annotations
 
 import re
-import unicodedata
 import zlib
 from functools import lru_cache
+
+from ... import normalize
 
 # --------------------------------------------------------------------------------------------
 # Sentences
@@ -55,9 +56,7 @@ def split_sentences(text: str, max_sentences: int = 14, min_chars: int = 25) -> 
 # --------------------------------------------------------------------------------------------
 # Tokens
 
-def fold(s: str) -> str:
-    s = unicodedata.normalize("NFKD", s)
-    return "".join(c for c in s if not unicodedata.combining(c)).lower()
+fold = normalize.fold
 
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:[-/.][a-z0-9]+)*")
