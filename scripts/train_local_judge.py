@@ -773,13 +773,14 @@ QUESTION_RE = re.compile(r"\?\s*$|^\s*(what|which|who|whom|whose|when|where|why|
 
 
 DEV_WEIGHT = 5.0
-DEV_PASSAGES = ROOT / "scripts" / "data" / "injection_eval_passages.jsonl"
+DEV_PASSAGES = [ROOT / "scripts" / "data" / "injection_dev_a.jsonl", ROOT / "scripts" / "data" / "injection_dev_b.jsonl"]
 
 
 def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None = None):
     """Sentence-level training rows and passage-level rows; every injection string gets a split by hash
     (fit: sentence model; cal: passage head + calibration; test: held-out metrics)."""
-    dev_rows = load_jsonl(DEV_PASSAGES) if dev_rows is None else dev_rows
+    if dev_rows is None:
+        dev_rows = [r for p in DEV_PASSAGES for r in load_jsonl(p)]
 
     def split_of(s: str) -> str:
         b = h(s, 10)
@@ -867,9 +868,9 @@ def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None 
             sent_rows.append(dict(text=s, label=1, split=split_of(t), src=src))
     for t, src in prompts:
         sent_rows.append(dict(text=t, label=1, split=split_of(t), src=src))
-    # hand-written passages in the genres the gate reads (scripts/data/injection_eval_passages.jsonl):
-    # their sentences go to the sentence model (weighted up: they are few but the right genre) and the
-    # passages to the passage heads. The blind set (injection_blind_passages.jsonl) is never read here.
+    # hand-written passages in the genres the gate reads (scripts/data/injection_dev_*.jsonl): their
+    # sentences go to the sentence model (weighted up: they are few but the right genre) and the passages
+    # to the passage heads. The blind set (scripts/data/injection_blind.jsonl) is never read here.
     for r in dev_rows:
         if r["label"] == 0:
             for s in injection_sentences(r["text"]):
@@ -1024,6 +1025,8 @@ def main(argv=None):
     ap.add_argument("data", nargs="?", default=str(DEFAULT_DATA))
     ap.add_argument("--out", default=str(ROOT / "src/sourcegate/judges/weights"))
     ap.add_argument("--cache", default="/tmp/sourcegate-judge-cache/emb.npz")
+    ap.add_argument("--dev-passages", nargs="*", default=None,
+                    help="hand-written genre passages used in fitting (default: scripts/data/injection_dev_*.jsonl)")
     args = ap.parse_args(argv)
     data = Path(args.data)
     train = data / "train"
@@ -1118,7 +1121,8 @@ def main(argv=None):
         log(f"     {k:14s} n={m.sum():5d} mean p={pc[m].mean():.3f} >0.7: {(pc[m] > 0.7).mean():.3f}")
 
     log("Prompt injection (sentence model + passage head; split by injection string)")
-    sent_rows, prow = injection_data(train, random.Random(SEED + 3))
+    dev_rows = None if args.dev_passages is None else [r for p in args.dev_passages for r in load_jsonl(Path(p))]
+    sent_rows, prow = injection_data(train, random.Random(SEED + 3), dev_rows)
     log(f"  sentences: {Counter((r['split'], r['label']) for r in sent_rows)}")
     wc, ww, b, vecs = train_sentence_model(sent_rows)
     st = [r for r in sent_rows if r["split"] == "test"]
