@@ -119,6 +119,19 @@ def test_reingest_unchanged_is_a_no_op(library, sourcegate_home, embedder):
     store.close()
 
 
+def test_new_judge_weights_refresh_stored_features(library, sourcegate_home, embedder, monkeypatch):
+    from sourcegate.ingest import pipeline
+
+    store, ing = _ingestor(sourcegate_home, embedder)
+    ing.ingest([library])
+    monkeypatch.setattr(pipeline, "_features_version", lambda: "local:1:other-weights")
+    store2, ing2 = _ingestor(sourcegate_home, embedder)
+    report = ing2.ingest([library])
+    assert (report.added, report.updated, report.unchanged) == (0, 8, 0)
+    store.close()
+    store2.close()
+
+
 def test_update_replaces_all_chunks(library, sourcegate_home, embedder):
     store, ing = _ingestor(sourcegate_home, embedder)
     ing.ingest([library])

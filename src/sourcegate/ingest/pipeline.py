@@ -61,6 +61,16 @@ def _passage_features_fn() -> Callable[..., dict] | None:
     return passage_features
 
 
+def _features_version() -> str:
+    try:
+        from ..judges.local import FEATURES_VERSION
+        from ..judges.local.model import load_weights
+
+        return f"local:{FEATURES_VERSION}:{load_weights().version}"
+    except Exception:  # no local judge: no stored features to keep fresh
+        return "none"
+
+
 # Set in the parent just before worker processes fork, so they share the loaded model.
 _WORKER_EMBEDDER: Embedder | None = None
 
@@ -99,7 +109,9 @@ class Ingestor:
         self.chunk_overlap = chunk_overlap
         self.max_file_bytes = max_file_bytes
         self.batch_chunks = batch_chunks
-        self._salt = f"{embedder.id}|{chunk_size}|{chunk_overlap}"
+        # the judge's passage features are stored with each chunk: new judge weights make every
+        # document "changed", so running ingest again after an upgrade refreshes them
+        self._salt = f"{embedder.id}|{chunk_size}|{chunk_overlap}|{_features_version()}"
 
     def ingest(self, roots: list[Path], prune: bool = False, progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
         try:
