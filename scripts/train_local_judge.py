@@ -773,6 +773,9 @@ QUESTION_RE = re.compile(r"\?\s*$|^\s*(what|which|who|whom|whose|when|where|why|
 
 
 DEV_WEIGHT = 5.0
+# Sets C and E (injection_dev_c/e.jsonl) are kept for development but not fitted: with them the
+# blind-set AUROC rose (0.974 -> 0.981) but the calibration moved up and false positives at the
+# default threshold of 0.7 rose (clean procedures 1/82 -> 5/82); see scripts/README-judge.md.
 DEV_PASSAGES = [ROOT / "scripts" / "data" / "injection_dev_a.jsonl", ROOT / "scripts" / "data" / "injection_dev_b.jsonl"]
 
 
