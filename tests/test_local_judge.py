@@ -94,7 +94,7 @@ def test_planted_chat_request_is_injection():
     assert planted > 0.7
 
 
-def test_second_stage_only_when_first_is_unsure(monkeypatch):
+def test_second_stage_only_when_first_is_unsure():
     from sourcegate.judges.local import judge as judge_mod
 
     calls = []
