@@ -135,15 +135,6 @@ def replay(records: Records, thresholds: GateThresholds) -> ReplayReport:
     return report
 
 
-_FLAGS = {
-    "injection_max": "GATE_INJECTION_MAX",
-    "superseded_max": "GATE_SUPERSEDED_MAX",
-    "contradicts_min": "GATE_CONTRADICTS_MIN",
-    "relevant_min": "GATE_RELEVANT_MIN",
-    "evidence_min": "GATE_EVIDENCE_MIN",
-}
-
-
 def format_report(report: ReplayReport, path: str) -> str:
     t = report.thresholds
     lines = [f"replayed {report.replayed} of {report.records} records ({report.passages} passages) from {path}",
