@@ -1140,11 +1140,13 @@ def main(argv=None):
     rng_p.shuffle(prow)
     prow = [r for r in prow if r["src"].startswith("dev_")] + [r for r in prow if not r["src"].startswith("dev_")][:9000]
     # one-sentence passages get their own head (nothing around the sentence to compare it with)
-    nsent = np.array([len(injection_sentences(r["text"])) for r in prow])
-    one_rows = [r for r, n in zip(prow, nsent) if n < 2]
-    prow = [r for r, n in zip(prow, nsent) if n >= 2]
-    F1 = np.stack([vec(injection_raw(r["text"], "", sentence_logits(injection_sentences(r["text"]), vecs, wc, ww, b),
-                                     injection_sentences(r["text"])), INJ_ONE_FEATURES) for r in one_rows])
+    sents_of = [injection_sentences(r["text"]) for r in prow]
+    one = [(r, s) for r, s in zip(prow, sents_of) if len(s) < 2]
+    multi = [(r, s) for r, s in zip(prow, sents_of) if len(s) >= 2]
+    one_rows = [r for r, _ in one]
+    prow = [r for r, _ in multi]
+    F1 = np.stack([vec(injection_raw(r["text"], "", sentence_logits(s, vecs, wc, ww, b), s), INJ_ONE_FEATURES)
+                   for r, s in one])
     y1 = np.array([r["label"] for r in one_rows])
     sp1 = np.array([r["split"] for r in one_rows])
     c1 = np.where(sp1 == "cal")[0]
@@ -1155,8 +1157,7 @@ def main(argv=None):
     heads["inj_one"] = fit_head(F1[m1], y1[m1], F1[h1], y1[h1], INJ_ONE_FEATURES, weight_fit=w1[m1], weight_cal=w1[h1])
     report_head("inj (one sentence)", heads["inj_one"], F1[sp1 == "test"], y1[sp1 == "test"])
     F, F2, staged = [], [], []
-    for r in prow:
-        sents = injection_sentences(r["text"])
+    for r, sents in multi:
         logits = sentence_logits(sents, vecs, wc, ww, b)
         staged.append((injection_raw(r["text"], "", logits, sents), sents, logits))
     # embed every (top sentence, rest) pair in one batch, then read them back from the cache
