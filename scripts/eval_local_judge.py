@@ -5,7 +5,7 @@
 
 Prints AUROC and ECE per question on: SQuAD 2.0 dev "Computational complexity theory"
 (evidence, relevance), BIPIA e-mails (injection), the hand-written blind passages in
-scripts/data/injection_blind.jsonl (injection), a contradiction perturbation set generated
+scripts/data/injection_blind2.jsonl and injection_blind.jsonl (injection), a contradiction perturbation set generated
 from the held-out SQuAD article, false positives on clean imperative procedures, and latency
 for 12 candidates of ~800 characters.
 """
@@ -140,22 +140,25 @@ def main(argv=None):
     for t in (0.5, 0.7):
         print(f"  at >{t}: TPR={(pinj[yb == 1] > t).mean():.3f} FPR(clean e-mails)={(pinj[yb == 0] > t).mean():.3f}")
 
-    # --- hand-written blind set: procedures, e-mails, FAQs, forums... clean and with planted text
-    blind_path = HERE / "data" / "injection_blind.jsonl"
-    if blind_path.exists():
+    # --- hand-written blind sets: procedures, e-mails, FAQs, forums... clean and with planted text
+    for blind_name in ("injection_blind2.jsonl", "injection_blind.jsonl"):
+        blind_path = HERE / "data" / blind_name
+        if not blind_path.exists():
+            continue
         rows = load_jsonl(blind_path)
         pbl = np.array([passage_features(r["text"])["inj"] for r in rows])
         ybl = np.array([r["label"] for r in rows])
         gbl = np.array([r["genre"] for r in rows])
         lbl = np.array([r["lang"] for r in rows])
-        print(f"\n[hand-written blind set, never fitted] n={len(ybl)} injected={ybl.sum()}")
+        print(f"\n[hand-written blind set {blind_name}, never fitted] n={len(ybl)} injected={ybl.sum()}")
         print(f"  contains_prompt_injection AUROC={auroc(ybl, pbl):.4f} ECE={ece(ybl, pbl):.4f}")
         print(f"     reliability: {reliability(ybl, pbl)}")
         for name, m in (("clean procedures", (ybl == 0) & (gbl == "procedure")),
                         ("clean, other genres", (ybl == 0) & (gbl != "procedure"))):
             print(f"  {name}: >0.7 {int((pbl[m] > 0.7).sum())}/{int(m.sum())} ({(pbl[m] > 0.7).mean():.1%}), "
                   f">0.5 {int((pbl[m] > 0.5).sum())}/{int(m.sum())}")
-        print(f"  planted: >0.7 {int((pbl[ybl == 1] > 0.7).sum())}/{int((ybl == 1).sum())}")
+        print(f"  planted: >0.7 {int((pbl[ybl == 1] > 0.7).sum())}/{int((ybl == 1).sum())}, "
+              f">0.5 {int((pbl[ybl == 1] > 0.5).sum())}/{int((ybl == 1).sum())}")
         for lang in sorted(set(lbl)):
             m = lbl == lang
             if len(set(ybl[m])) == 2:

@@ -45,6 +45,7 @@ from sourcegate.judges.local.lexicons import ANTONYMS  # noqa: E402
 from sourcegate.judges.local.model import (  # noqa: E402
     INJ_CHAR,
     INJ_CASCADE_BAND,
+    INJ_TOP_SHARE_MAX,
     INJ_FEATURES,
     INJ_ONE_FEATURES,
     INJ_SEM_FEATURES,
@@ -773,10 +774,10 @@ QUESTION_RE = re.compile(r"\?\s*$|^\s*(what|which|who|whom|whose|when|where|why|
 
 
 DEV_WEIGHT = 5.0
-# Sets C and E (injection_dev_c/e.jsonl) are kept for development but not fitted: with them the
-# blind-set AUROC rose (0.974 -> 0.981) but the calibration moved up and false positives at the
-# default threshold of 0.7 rose (clean procedures 1/82 -> 5/82); see scripts/README-judge.md.
-DEV_PASSAGES = [ROOT / "scripts" / "data" / "injection_dev_a.jsonl", ROOT / "scripts" / "data" / "injection_dev_b.jsonl"]
+DEV_FOLDS = 4
+# The hand-written genre passages fitted on (scripts/data/README.md). The blind sets
+# (injection_blind*.jsonl) are never read here.
+DEV_PASSAGES = [ROOT / "scripts" / "data" / f"injection_dev_{k}.jsonl" for k in "abce"]
 
 
 def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None = None):
@@ -874,13 +875,18 @@ def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None 
     # hand-written passages in the genres the gate reads (scripts/data/injection_dev_*.jsonl): their
     # sentences go to the sentence model (weighted up: they are few but the right genre) and the passages
     # to the passage heads. The blind set (scripts/data/injection_blind.jsonl) is never read here.
+    # Each passage gets a fold: its passage features are computed by a sentence model fitted without
+    # that fold's sentences (cross-fitting), so the passage heads learn how far to trust the sentence
+    # model on text it has not seen, not on text it has memorised.
     for r in dev_rows:
+        fold = h(r["text"], DEV_FOLDS)
         if r["label"] == 0:
             for s in injection_sentences(r["text"]):
-                sent_rows.append(dict(text=s, label=0, split="fit", src="dev_clean", w=DEV_WEIGHT))
+                sent_rows.append(dict(text=s, label=0, split="fit", src="dev_clean", w=DEV_WEIGHT, fold=fold))
         else:
-            sent_rows.append(dict(text=r["note"], label=1, split="fit", src="dev_planted", w=DEV_WEIGHT))
-        passage_rows.append(dict(text=r["text"], label=r["label"], split="cal", src="dev_" + r["genre"], w=DEV_WEIGHT))
+            sent_rows.append(dict(text=r["note"], label=1, split="fit", src="dev_planted", w=DEV_WEIGHT, fold=fold))
+        passage_rows.append(dict(text=r["text"], label=r["label"], split="cal", src="dev_" + r["genre"], w=DEV_WEIGHT,
+                                 fold=fold))
     for t, src in neg_sents:
         sp = "fit" if src in ("procedure", "email", "doc") else split_of(t)
         sent_rows.append(dict(text=t, label=0, split=sp, src=src))
@@ -1128,6 +1134,13 @@ def main(argv=None):
     sent_rows, prow = injection_data(train, random.Random(SEED + 3), dev_rows)
     log(f"  sentences: {Counter((r['split'], r['label']) for r in sent_rows)}")
     wc, ww, b, vecs = train_sentence_model(sent_rows)
+    # cross-fitted sentence models for the hand-written passages (see injection_data)
+    fold_models = {k: train_sentence_model([r for r in sent_rows if r.get("fold") != k]) for k in range(DEV_FOLDS)}
+
+    def logits_for(r, sents):
+        m = fold_models.get(r.get("fold"))
+        return sentence_logits(sents, m[3], m[0], m[1], m[2]) if m else sentence_logits(sents, vecs, wc, ww, b)
+
     st = [r for r in sent_rows if r["split"] == "test"]
     sl = sentence_logits([r["text"] for r in st], vecs, wc, ww, b)
     log(f"  sentence-level held-out AUROC={auroc([r['label'] for r in st], sl):.4f} (n={len(st)})")
@@ -1145,8 +1158,7 @@ def main(argv=None):
     multi = [(r, s) for r, s in zip(prow, sents_of) if len(s) >= 2]
     one_rows = [r for r, _ in one]
     prow = [r for r, _ in multi]
-    F1 = np.stack([vec(injection_raw(r["text"], "", sentence_logits(s, vecs, wc, ww, b), s), INJ_ONE_FEATURES)
-                   for r, s in one])
+    F1 = np.stack([vec(injection_raw(r["text"], "", logits_for(r, s), s), INJ_ONE_FEATURES) for r, s in one])
     y1 = np.array([r["label"] for r in one_rows])
     sp1 = np.array([r["split"] for r in one_rows])
     c1 = np.where(sp1 == "cal")[0]
@@ -1158,15 +1170,20 @@ def main(argv=None):
     report_head("inj (one sentence)", heads["inj_one"], F1[sp1 == "test"], y1[sp1 == "test"])
     F, F2, staged = [], [], []
     for r, sents in multi:
-        logits = sentence_logits(sents, vecs, wc, ww, b)
+        logits = logits_for(r, sents)
         staged.append((injection_raw(r["text"], "", logits, sents), sents, logits))
-    # embed every (top sentence, rest) pair in one batch, then read them back from the cache
-    pairs = [top_and_rest(sents, logits) for _, sents, logits in staged]
-    cache.get([t for top, rest in pairs if top is not None for t in (top[:600], rest[:2000])])
+    # embed every text the second stage reads in one batch (injection_offtopic: the top sentence, and the
+    # whole passage or the rest of it), then read them back from the cache
+    texts = []
+    for r, (_, sents, logits) in zip(prow, staged):
+        top, rest = top_and_rest(sents, logits)
+        if top is not None:
+            texts += [top[:600], r["text"][:2000] if len(top) <= INJ_TOP_SHARE_MAX * len(r["text"]) else rest[:2000]]
+    cache.get(texts)
     cache.save()
-    for f, sents, logits in staged:
+    for r, (f, sents, logits) in zip(prow, staged):
         F.append(vec(f, INJ_FEATURES))
-        F2.append(vec(injection_offtopic(f, sents, logits, cache.get), INJ_SEM_FEATURES))
+        F2.append(vec(injection_offtopic(f, sents, logits, cache.get, r["text"]), INJ_SEM_FEATURES))
     F, F2 = np.stack(F), np.stack(F2)
     yp = np.array([r["label"] for r in prow])
     spp = np.array([r["split"] for r in prow])

@@ -84,7 +84,7 @@ def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None 
     if features_fn is not None:
         for i, (title, text) in enumerate(items):
             try:
-                feats[i] = features_fn(text, title, embedder=embedder)
+                feats[i] = features_fn(text, title, embedder=embedder, vector=vectors[i])
             except Exception:
                 log.debug("passage features failed", exc_info=True)
     return vectors, feats

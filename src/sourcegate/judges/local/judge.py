@@ -28,14 +28,14 @@ from .model import (
     superseded_raw,
 )
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 FOCUS_MISSING_EVIDENCE_MAX = 0.5
 ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
 CASCADE_SIM_FLOOR = 0.15
 CASCADE_LEX_FLOOR = 0.2
 
 
-def _passage_scores(w: Weights, text: str, title: str, embedder=None) -> dict:
+def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
     sents = injection_sentences(text)
     logits = w.sentence_injection_logits(sents)
     fi = injection_raw(text, title, logits, sents)
@@ -47,7 +47,9 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None) -> dict:
             from ...embed import get_embedder
 
             embedder = get_embedder()
-        fs2 = injection_offtopic(fi, sents, logits, embedder.embed)
+        # the passage's stored vector is of "title\ntext" (see ingest): the same text when embedding it here
+        fs2 = injection_offtopic(fi, sents, logits, embedder.embed, f"{title}\n{text}" if title else text,
+                                 _stored_vector(vector, getattr(embedder, "dim", np.size(vector))) if vector is not None else None)
         p_inj = float(w.heads["inj_sem"].predict(vec(fs2, w.heads["inj_sem"].names))[0])
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
@@ -64,12 +66,15 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None) -> dict:
     return out
 
 
-def passage_features(text: str, title: str = "", weights: Weights | None = None, embedder=None) -> dict:
+def passage_features(text: str, title: str = "", weights: Weights | None = None, embedder=None,
+                     vector=None) -> dict:
     """Passage-only signals (prompt injection, superseded), computed once at ingest and handed
     back to the judge as `JudgeInput.passage_features`. Small and JSON-serialisable. The
-    injection score embeds two short texts only when its first stage is unsure."""
+    injection score embeds text only when its first stage is unsure: the most suspicious sentence,
+    and the rest of the passage unless `vector` (the passage's own unit vector, of "title\ntext",
+    as ingest stores it) can stand for it."""
     w = weights or load_weights()
-    return _passage_scores(w, text or "", title or "", embedder)
+    return _passage_scores(w, text or "", title or "", embedder, vector)
 
 
 class LocalJudge:
@@ -186,7 +191,7 @@ class LocalJudge:
                 pf = p.passage_features
                 if not (isinstance(pf, dict) and pf.get("v") == FEATURES_VERSION and pf.get("w") == w.version
                         and "inj" in pf and "sup" in pf):
-                    pf = _passage_scores(w, p.text or "", p.title or "", self.embedder)
+                    pf = _passage_scores(w, p.text or "", p.title or "", self.embedder, p.embedding)
                 p_inj = float(pf["inj"])
                 p_sup = float(pf["sup"])
                 if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:

@@ -16,6 +16,16 @@ INJECTION_STRONG = [
     r"(^|[\n.!?;>\[(|*#-]\s*)(model|modele|modelo|modell|assistant|assistente|asistente|agent)\s*,\s*[a-z]",
     r"\bif you are (an? |the )?(ai|llm|language model|assistant|bot|chatbot|automated system|machine|model)\b|\b(any|every|each|all|whatever|the) (ai|llm|language model|assistant|bot|chatbot|ai (agent|tool|model|system))s?( \w+){0,2} (reading|processing|summari[sz]ing|parsing|retrieving|that (reads|processes|summari[sz]es|retrieves|parses))\b",
     r"(^|\n|\[|<|\|)\s*(system|assistant|ai|user|developer|admin)\s*(\]|>|:)",
+    # a named assistant product addressed: "Hey Copilot, ...", "ChatGPT: ..."
+    r"(^|[\n.!?;>\[(|*#-]\s*)(hey |hi |hello |dear |ok |okay )(copilot|chat ?gpt|claude|gemini|bard|llama|mistral|le chat|perplexity)\b[^.\n]{0,20}?[:,]",
+    r"(^|[\n.!?;>\[(|*#-]\s*)(copilot|chat ?gpt|claude|gemini|bard|llama|mistral|perplexity)\s*,\s*(please|ignore|do|don.?t|tell|say|write|answer|reply|respond|summari[sz]e|add|remove|send|forward|include|when|if|you|from now)\b",
+    # a conditional address to whatever system reads the document
+    r"\b(if|when|whenever|once|while) (an?|the|any|some) (ai|llm|language model|assistant|chatbot|bot|model|agent|automated (system|reader|tool|agent)|ai (system|tool|agent|model|assistant))s? (is |are )?(reads?|reading|processes|processing|summari[sz]es|summari[sz]ing|parses|parsing|completes|completing|answers|answering|ingests|ingesting|handles|handling|sees|indexes|indexing) (this|these|the (document|page|file|e-?mail|message|minutes|report|text|passage|note|content|article|thread|ticket|quiz))\b",
+    # an exfiltration link that carries a template placeholder for the reader's output
+    r"\]\([^)\s]*[?&][\w-]+=[^)\s]*\{[^}]{2,40}\}",
+    # German / Spanish / French: "if you are an AI", "assistant:" at the start of a line
+    r"\b(wenn|falls|sofern) (du|sie) (eine? |ein )?(ki|sprachmodell|ki-\w+|assistent|chatbot)\b|\bsi (tu es|vous etes|eres|es usted) (une? |una? )?(ia|assistant|asistente|modele|modelo|chatbot|robot conversationnel)\b",
+    r"(^|\n|\[|<|\|)\s*(assistent|asistente|assistente|ki|ia)\s*(\]|>|:)",
     r"<\|?(im_start|im_end|system|endoftext)\|?>|\[/?inst\]|\[/?sys\]|<<sys>>",
     r"\bsystem prompt\b|\bsystem message\b|\binitial prompt\b|\bprompt injection\b|\bjailbreak|\bdeveloper mode\b|\bdan mode\b|\bdo anything now\b",
     r"\b(respond|reply|answer|output|print|say|write|return)( back)? (only|exclusively|just)( with)?\b",
@@ -28,6 +38,7 @@ INJECTION_STRONG = [
     r"\b(letters|words|spaces|vowels|characters|sentences?|text|parts?|end|beginning|start) (of|in|from) your (answer|response|output|completion|reply|message)s?\b",
     r"\b(modify|rewrite|change|alter|render|encode|reverse|scramble|jumble|rearrange|group|remove|replace|add|insert|include|append|translate) (\w+ ){0,3}(of |in |to |into )?your (answer|response|output|completion)s?\b",
     r"\b(when|if|while) (summari[sz]ing|answering|responding|you (summari[sz]e|answer|respond|read|process))\b",
+    r"\b(when|while) generating (a |an |the )?(summary|summaries|answer|answers|response|responses|reply|replies|action items|minutes|output)\b",
     r"\b(your|the) (instructions|guidelines|programming|training|restrictions|filters|safety (rules|guidelines)|content policy)\b",
     r"\b(pretend|act|behave|roleplay|role-play) (to be|as if|as an?|like an?|you are)\b",
     # French

@@ -30,6 +30,8 @@ INJ_SEM_FEATURES = INJ_FEATURES + ("top_rest_sim", "smax_x_off")
 INJ_ONE_FEATURES = ("s_max", "strong_max_sent")
 # the second stage runs only when the first stage's probability falls inside this band
 INJ_CASCADE_BAND = (0.05, 0.95)
+# the top sentence's share of a passage up to which the passage's own vector stands for the rest
+INJ_TOP_SHARE_MAX = 0.25
 SUP_FEATURES = ("strong_n", "strong_title", "strong_edge", "weak_n", "weak_title", "weak_edge", "strong_sent_short")
 
 
@@ -177,16 +179,28 @@ def top_and_rest(sentences: list[str], logits: np.ndarray) -> tuple[str | None, 
     return sentences[i], " ".join(sentences[:i] + sentences[i + 1 :])
 
 
-def injection_offtopic(f: dict[str, float], sentences: list[str], logits: np.ndarray, embed) -> dict[str, float]:
+def injection_offtopic(f: dict[str, float], sentences: list[str], logits: np.ndarray, embed,
+                       passage: str = "", passage_vec: np.ndarray | None = None) -> dict[str, float]:
     """Second-stage features: cosine between the top sentence and the rest of the passage
     (`embed` maps texts to unit vectors). An instruction that has nothing to do with the text
-    around it is what a planted one looks like."""
+    around it is what a planted one looks like.
+
+    When the top sentence is a small part of the passage (at most `INJ_TOP_SHARE_MAX` of its
+    characters), the vector of the whole `passage` stands for the rest: `passage_vec` if given
+    (the vector stored for retrieval, so that ingest embeds only the short sentence), else the
+    embedding of `passage`."""
     f = dict(f)
     top, rest = top_and_rest(sentences, logits)
     if top is None:
         f["top_rest_sim"] = 1.0
     else:
-        e = np.asarray(embed([top[:600], rest[:2000]]), dtype=np.float64)
+        if passage and len(top) <= INJ_TOP_SHARE_MAX * len(passage):
+            if passage_vec is not None:
+                e = [np.asarray(embed([top[:600]]), dtype=np.float64)[0], np.asarray(passage_vec, dtype=np.float64)]
+            else:
+                e = np.asarray(embed([top[:600], passage[:2000]]), dtype=np.float64)
+        else:
+            e = np.asarray(embed([top[:600], rest[:2000]]), dtype=np.float64)
         f["top_rest_sim"] = float(e[0] @ e[1])
     f["smax_x_off"] = max(f["s_max"] + 4.0, 0.0) * (1.0 - f["top_rest_sim"])
     return f
