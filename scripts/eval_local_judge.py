@@ -5,7 +5,8 @@
 
 Prints AUROC and ECE per question on: SQuAD 2.0 dev "Computational complexity theory"
 (evidence, relevance), BIPIA e-mails (injection), the hand-written blind passages in
-scripts/data/injection_blind2.jsonl and injection_blind.jsonl (injection), a contradiction perturbation set generated
+scripts/data/injection_blind2.jsonl and injection_blind.jsonl (injection) and
+scripts/data/superseded_blind.jsonl (superseded), a contradiction perturbation set generated
 from the held-out SQuAD article, false positives on clean imperative procedures, and latency
 for 12 candidates of ~800 characters.
 """
@@ -163,6 +164,21 @@ def main(argv=None):
             m = lbl == lang
             if len(set(ybl[m])) == 2:
                 print(f"     {lang}: n={m.sum():3d} AUROC={auroc(ybl[m], pbl[m]):.4f}")
+
+    # --- hand-written blind set for the superseded question: current documents that talk about their
+    # revisions, and documents that declare themselves superseded (in the text or only in the title)
+    sup_path = HERE / "data" / "superseded_blind.jsonl"
+    if sup_path.exists():
+        rows = load_jsonl(sup_path)
+        ps = np.array([passage_features(r["text"], r.get("title", ""))["sup"] for r in rows])
+        ys = np.array([r["label"] for r in rows])
+        print(f"\n[hand-written blind set superseded_blind.jsonl, never fitted] n={len(ys)} declared={ys.sum()}")
+        print(f"  is_superseded AUROC={auroc(ys, ps):.4f} ECE={ece(ys, ps):.4f}")
+        print(f"     reliability: {reliability(ys, ps)}")
+        hard = np.array([r["note"].startswith("hard") for r in rows])
+        for name, m in (("current documents", ys == 0), ("  of which hard", (ys == 0) & hard),
+                        ("declared superseded", ys == 1)):
+            print(f"  {name}: >0.7 {int((ps[m] > 0.7).sum())}/{int(m.sum())}, >0.5 {int((ps[m] > 0.5).sum())}/{int(m.sum())}")
 
     # --- clean imperative procedures
     pp = np.array([passage_features(t)["inj"] for t in PROCEDURES])

@@ -985,12 +985,36 @@ SUP_BENIGN = [
     "The previous model was withdrawn from sale.", "Valid for pumps built after {y}.",
     "Révision {r} : ajout d'un tableau de couples.", "Mise à jour le {date}.", "Version {r} en vigueur.",
     "Change history: rev. {r} corrected a typo.", "Current revision: {r}.", "Applies from {date}.",
+    # a current document's own revision history: what changed, what replaced what
+    "Rev. {r}: the lubrication interval changed from 6 months to 2,000 hours.",
+    "This edition replaces the paper checklist with the electronic form.",
+    "Change log: revision {r} replaced step 4 and removed the gasket check.",
+    "Seal kit {doc} replaces the earlier kit; both fit the same housing.",
+    "Records are archived for {r} years in the document system.",
+    "Obsolete spare parts go back to the stores for disposal.",
+    "The old unit was withdrawn from service in {y} and scrapped.",
+    "This procedure supersedes {doc}.",
+    "Since revision {r}, the tablet form replaces the logbook.",
+    "Historique : la version {r} a remplacé le contrôle visuel par une mesure.",
+    "Depuis la révision {r}, le formulaire électronique remplace le registre papier.",
+    "Änderung in Revision {r}: das Prüfintervall wurde von 6 auf 12 Monate verlängert.",
+    "Desde la revisión {r}, el formulario electrónico reemplaza el registro en papel.",
 ]
 
 
 def _sfill(s, rng):
     return s.format(r=rng.randint(2, 9), doc=f"{rng.choice(['PROC', 'SOP', 'DOC', 'WI'])}-{rng.randint(10, 999)}",
                     date=f"{rng.randint(1, 28)}/{rng.randint(1, 12)}/{rng.randint(2015, 2026)}", y=rng.randint(1950, 2025))
+
+
+def _insert_inside(base: str, note: str, rng: random.Random) -> str:
+    """`note` between two lines (or sentences) of `base`, neither first nor last."""
+    sep = "\n" if "\n" in base else " "
+    parts = base.split("\n") if sep == "\n" else re.split(r"(?<=[.!?])\s+", base)
+    if len(parts) < 2:
+        return base + sep + note
+    parts.insert(rng.randrange(1, len(parts)), note)
+    return sep.join(parts)
 
 
 def superseded_data(train: Path, rng: random.Random):
@@ -1010,16 +1034,21 @@ def superseded_data(train: Path, rng: random.Random):
         if kind < 0.4:
             note = _sfill(rng.choice(pool_n), rng)
             where = rng.random()
-            if where < 0.4:
+            if where < 0.35:
                 text, t2 = note + "\n" + base, title
-            elif where < 0.8:
+            elif where < 0.7:
                 text, t2 = base + "\n" + note, title
+            elif where < 0.85:
+                text, t2 = _insert_inside(base, note, rng), title
             else:
                 text, t2 = base, (title or "Procedure") + " (" + rng.choice(["ARCHIVED", "Superseded", "Obsolete", "archivée", "withdrawn"]) + ")"
             rows.append(dict(text=text, title=t2, label=1, split=split))
         elif kind < 0.75:
+            # a current document mentions its revisions anywhere: at the start, the end or in between
             note = _sfill(rng.choice(pool_b), rng)
-            text = note + "\n" + base if rng.random() < 0.5 else base + "\n" + note
+            where = rng.random()
+            text = (note + "\n" + base if where < 0.3 else base + "\n" + note if where < 0.6
+                    else _insert_inside(base, note, rng))
             rows.append(dict(text=text, title=title, label=0, split=split))
         else:
             rows.append(dict(text=base, title=title, label=0, split=split))

@@ -180,6 +180,20 @@ def test_revision_mention_is_not_superseded(judge):
     assert s.is_superseded > 0.9  # metadata says so
 
 
+def test_revision_history_inside_a_passage_is_not_superseded():
+    # the line sits in the middle of a chunk, more than 250 characters from either edge
+    head = ("Scope. This procedure applies to the P-200 pumps at the north station. It covers the upper and "
+            "lower bearings, the grease fittings and the checks after the work. Tools: grease gun with a "
+            "calibrated stroke, lint-free cloths, infrared thermometer, the station's lockout kit.")
+    history = "Revision 4 of this procedure moved the grease check before the test run."
+    notice = "This procedure is superseded by PROC-P200-BRG-R3 and must not be used."
+    tail = ("Records. Log the quantity, the bearing temperature after 20 minutes and your initials in the "
+            "maintenance log. Report any grease leak or noise to the shift supervisor before leaving.")
+    assert len(head) > 250 and len(P200 + tail) > 250
+    assert local.passage_features("\n".join([head, history, P200, tail]))["sup"] < 0.3
+    assert local.passage_features("\n".join([head, notice, P200, tail]))["sup"] > 0.7
+
+
 def test_numeric_premise_mismatch(judge):
     bad = _one(judge, "P-200 bearings need grease every 500 hours, how much do I add?", P200)
     same = _one(judge, "P-200 bearings need grease every 2,000 hours, how much do I add?", P200)
