@@ -6,7 +6,7 @@
 Prints AUROC and ECE per question on: SQuAD 2.0 dev "Computational complexity theory"
 (evidence, relevance), BIPIA e-mails (injection), the hand-written blind passages in
 scripts/data/injection_blind2.jsonl and injection_blind.jsonl (injection) and
-scripts/data/superseded_blind.jsonl (superseded), a contradiction perturbation set generated
+scripts/data/superseded_blind2.jsonl (superseded), a contradiction perturbation set generated
 from the held-out SQuAD article, false positives on clean imperative procedures, and latency
 for 12 candidates of ~800 characters.
 """
@@ -167,12 +167,12 @@ def main(argv=None):
 
     # --- hand-written blind set for the superseded question: current documents that talk about their
     # revisions, and documents that declare themselves superseded (in the text or only in the title)
-    sup_path = HERE / "data" / "superseded_blind.jsonl"
+    sup_path = HERE / "data" / "superseded_blind2.jsonl"
     if sup_path.exists():
         rows = load_jsonl(sup_path)
         ps = np.array([passage_features(r["text"], r.get("title", ""))["sup"] for r in rows])
         ys = np.array([r["label"] for r in rows])
-        print(f"\n[hand-written blind set superseded_blind.jsonl, never fitted] n={len(ys)} declared={ys.sum()}")
+        print(f"\n[hand-written blind set superseded_blind2.jsonl, never fitted] n={len(ys)} declared={ys.sum()}")
         print(f"  is_superseded AUROC={auroc(ys, ps):.4f} ECE={ece(ys, ps):.4f}")
         print(f"     reliability: {reliability(ys, ps)}")
         hard = np.array([r["note"].startswith("hard") for r in rows])

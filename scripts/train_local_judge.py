@@ -778,6 +778,7 @@ DEV_FOLDS = 4
 # The hand-written genre passages fitted on (scripts/data/README.md). The blind sets
 # (injection_blind*.jsonl) are never read here.
 DEV_PASSAGES = [ROOT / "scripts" / "data" / f"injection_dev_{k}.jsonl" for k in "abce"]
+SUP_DEV_PASSAGES = ROOT / "scripts" / "data" / "superseded_dev.jsonl"
 
 
 def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None = None):
@@ -999,6 +1000,25 @@ SUP_BENIGN = [
     "Depuis la révision {r}, le formulaire électronique remplace le registre papier.",
     "Änderung in Revision {r}: das Prüfintervall wurde von 6 auf 12 Monate verlängert.",
     "Desde la revisión {r}, el formulario electrónico reemplaza el registro en papel.",
+    # other documents, records, places, equipment and parts: the words, not about this document
+    "Superseded drawings are moved to the drawing archive.",
+    "The {y} sampling plan was superseded by this one.",
+    "Faulty units are withdrawn from service and labelled DO NOT USE.",
+    "Do not use solvents on the display.",
+    "Visitor badges are no longer valid after 18:00.",
+    "Archive room {r} is on the ground floor, next to the plant room.",
+    "Mail older than {r} months moves to the online archive.",
+    "The old controller was replaced by a new model in {y}.",
+    "This instruction supersedes {doc}.",
+    "Expired permits must be renewed before work starts.",
+    "Ce document annule et remplace la procédure {doc}.",
+    "La note {doc} est abrogée depuis {y}.",
+    "Les dossiers sont archivés pendant {r} ans.",
+    "Dieses Dokument ersetzt die Ausgabe {y}.",
+    "Die Akten werden {r} Jahre archiviert.",
+    "Das Steuergerät ist veraltet und wird {y} ersetzt.",
+    "Este procedimiento sustituye al {doc}.",
+    "El controlador quedó obsoleto y fue sustituido por un modelo nuevo.",
 ]
 
 
@@ -1044,14 +1064,23 @@ def superseded_data(train: Path, rng: random.Random):
                 text, t2 = base, (title or "Procedure") + " (" + rng.choice(["ARCHIVED", "Superseded", "Obsolete", "archivée", "withdrawn"]) + ")"
             rows.append(dict(text=text, title=t2, label=1, split=split))
         elif kind < 0.75:
-            # a current document mentions its revisions anywhere: at the start, the end or in between
-            note = _sfill(rng.choice(pool_b), rng)
-            where = rng.random()
-            text = (note + "\n" + base if where < 0.3 else base + "\n" + note if where < 0.6
-                    else _insert_inside(base, note, rng))
+            # a current document mentions revisions, archives, replaced parts or other documents anywhere:
+            # at the start, the end or in between, once or a few times
+            text = base
+            for _ in range(rng.choice([1, 1, 2, 3])):
+                note = _sfill(rng.choice(pool_b), rng)
+                where = rng.random()
+                text = (note + "\n" + text if where < 0.3 else text + "\n" + note if where < 0.6
+                        else _insert_inside(text, note, rng))
             rows.append(dict(text=text, title=title, label=0, split=split))
         else:
             rows.append(dict(text=base, title=title, label=0, split=split))
+    # hand-written passages (scripts/data/superseded_dev.jsonl): current documents that talk about revisions,
+    # archives and other documents, and documents that declare themselves out of date; weighted up, half to
+    # the fit and half to the calibration. The blind set (superseded_blind2.jsonl) is never read here.
+    for r in load_jsonl(SUP_DEV_PASSAGES):
+        rows.append(dict(text=r["text"], title=r.get("title", ""), label=r["label"],
+                         split="fit" if h(r["text"], 2) else "cal", w=DEV_WEIGHT))
     return rows
 
 
@@ -1246,7 +1275,9 @@ def main(argv=None):
     Fs = np.stack([vec(superseded_raw(r["text"], r["title"]), SUP_FEATURES) for r in srows])
     ys = np.array([r["label"] for r in srows])
     sps = np.array([r["split"] for r in srows])
-    heads["sup"] = fit_head(Fs[sps == "fit"], ys[sps == "fit"], Fs[sps == "cal"], ys[sps == "cal"], SUP_FEATURES)
+    ws = np.array([r.get("w", 1.0) for r in srows])
+    heads["sup"] = fit_head(Fs[sps == "fit"], ys[sps == "fit"], Fs[sps == "cal"], ys[sps == "cal"], SUP_FEATURES,
+                            weight_fit=ws[sps == "fit"], weight_cal=ws[sps == "cal"])
     report_head("sup", heads["sup"], Fs[sps == "test"], ys[sps == "test"])
 
     out.mkdir(parents=True, exist_ok=True)

@@ -180,6 +180,23 @@ def test_revision_mention_is_not_superseded(judge):
     assert s.is_superseded > 0.9  # metadata says so
 
 
+@pytest.mark.parametrize(
+    "line,declared",
+    [
+        ("The old chlorine analyser was withdrawn from service in 2021; do not use the spare on the shelf.", False),
+        ("Signed permits are archived for ten years in archive room 2.", False),
+        ("This work instruction supersedes WI-31, which was withdrawn last spring.", False),
+        ("Ce document annule et remplace la note de service NS-12.", False),
+        ("This runbook is obsolete since the move to the new cluster; use RB-40.", True),
+        ("[WITHDRAWN 2024] Kept for the audit trail only.", True),
+        ("Diese Anweisung ist veraltet und wurde durch VA-9 ersetzt.", True),
+    ],
+)
+def test_superseded_is_about_this_document(line, declared):
+    text = "\n".join([line, P200])
+    assert (local.passage_features(text)["sup"] > 0.7) is declared
+
+
 def test_revision_history_inside_a_passage_is_not_superseded():
     # the line sits in the middle of a chunk, more than 250 characters from either edge
     head = ("Scope. This procedure applies to the P-200 pumps at the north station. It covers the upper and "

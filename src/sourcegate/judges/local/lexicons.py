@@ -68,38 +68,53 @@ INJECTION_WEAK = [
     r"\b(urgent|important|attention|note to)\b\s*[:!]",
 ]
 
-# Self-declared revision status: superseded, archived, withdrawn, no longer valid.
+# Self-declared revision status: superseded, archived, withdrawn, no longer valid. Strong cues are
+# about the document itself (a self-reference, a status line, a header or title marker); the same
+# words about other documents, records, equipment or parts ("the 2023 plan was superseded", "archive
+# room B", "faulty pumps are withdrawn from service, do not use") are weak cues only. A self-reference
+# does not reach across a comma: "this instruction supersedes WI-3, which was withdrawn" is current.
+_SELF = (r"(this|the present|current) (document|procedure|revision|version|edition|manual|page|sop|instruction|"
+         r"work instruction|standard|policy|guideline|guide|note|bulletin|specification|form|rev\.?|runbook|plan|"
+         r"sheet|data ?sheet|checklist|handbook|memo|notice|copy|file|section|article|issue|leaflet|poster|guidance)")
+_STATUS_WORDS = (r"(archived|obsolete|superseded|withdrawn|deprecated|void|cancel+ed|expired|outdated|retired|"
+                 r"rescinded|invalid|replaced|perime|perimee|obsolete|caduc|caduque|annule|annulee|archive|archivee|"
+                 r"retire|retiree|veraltet|archiviert|zuruckgezogen|ungultig|obsoleto|obsoleta|archivado|archivada|"
+                 r"anulado|anulada|retirado|retirada|derogado|derogada)")
 SUPERSEDED_STRONG = [
-    r"\b(this|the present|current) (document|procedure|revision|version|edition|manual|page|sop|instruction|standard|policy|guideline|note|bulletin|specification|form|rev\.?)\b.{0,40}\b(is|has been|was|are|have been)\b.{0,15}\b(superseded|archived|withdrawn|obsolete|retired|cancel+ed|replaced|deprecated|rescinded|discontinued|invalid|void|no longer)\b",
-    r"\bsuperseded( by| as of| on|\b)",
-    r"\bno longer (valid|in (use|effect|force|service)|appl(y|ies|icable)|current|maintained|supported|authoriz|approved|to be used)",
-    r"\b(replaced|superseded) by (rev|revision|version|edition|document|procedure|sop|doc|issue|standard|the (current|new|latest|updated))\b",
-    r"\b(do not use|not for (use|operational use|field use)|for (historical|reference|archival) (reference|purposes|use)? ?only|historical (record|reference) only)\b",
-    r"\b(archived|obsolete|withdrawn|superseded|deprecated|rescinded|cancel+ed|expired|out of date|outdated) (revision|version|edition|document|procedure|copy|rev)\b",
-    r"(^|\n|\[|\()\s*(archived|obsolete|superseded|withdrawn|deprecated|void|cancel+ed|expired|outdated)\s*(\]|\)|:|-|!|\n|$)",
-    r"\b(status|etat|statut)\s*[:=-]\s*(archived|obsolete|superseded|withdrawn|deprecated|archive|obsolete|perime|retire|annule|caduc|remplace)",
-    r"\bthis (revision|version) (is|has been) (kept|retained|archived)\b|\bkept for (the )?(record|reference|audit|history)\b",
+    _SELF + r"\b[^.,;:!?]{0,40}\b(is|has been|was|are|have been)\b.{0,15}\b(superseded|archived|withdrawn|obsolete|retired|cancel+ed|replaced|deprecated|rescinded|discontinued|invalid|void|no longer|out of date|outdated|expired)\b",
+    # a status line, header or title marker: "SUPERSEDED", "[WITHDRAWN]", "OBSOLETE - ...", "(archived 2023)"
+    r"(^|\n|\[|\(|\|)\s*" + _STATUS_WORDS + r"\s*(\d{4}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})?\s*(\]|\)|:|\.|-|\u2013|\u2014|!|\n|$)",
+    r"(^|\n|\[|\()\s*(superseded|replaced|cancel+ed( and replaced)?|withdrawn|archived|remplacee?|annulee?( et remplacee?)?|ersetzt|reemplazad[oa]|sustituid[oa]|anulad[oa]) (by|par|durch|por)\b",
+    r"\bsuperseded (as of|on|since|from) |(^|\n|\[|\()\s*(withdrawn|cancel+ed|retired|rescinded|archived) (as of|on|since|from) |\bno longer in (force|effect)\b",
+    r"\b(replaced|superseded) by (rev\.?|revision|version|edition|issue) ?[0-9a-z]|\b(replaced|superseded) by the (current|latest|updated|new) (revision|version|edition|procedure|document|issue)\b",
+    r"\bcancel+ed and replaced by\b|\bwithdrawn and replaced by\b",
+    r"\b(do not|don.?t) (use|print|apply|follow) (this|these) (document|procedure|revision|version|edition|copy|sheet|instructions?|page|form|guide|plan|rev)\b",
+    r"\b(not for (operational |field )?use|for (historical|reference|archival|audit) (reference|purposes|use)? ?only|(historical|archival) (record|reference|copy) only|kept for (the )?(record|reference|audit|history|historical reference)( only)?)\b",
+    r"\b(archived|obsolete|withdrawn|superseded|deprecated|rescinded|cancel+ed|expired|out of date|outdated|retired) (revision|version|edition|document|procedure|copy|rev|sop|page|runbook|instruction)\b",
+    r"\b(status|etat|statut|estado)\s*[:=-]\s*(archived|obsolete|superseded|withdrawn|deprecated|retired|cancel+ed|archive|perime|retire|annule|caduc|remplace|archiviert|zuruckgezogen|ungultig|obsoleto|anulado|archivado|retirado)",
+    r"\bthis (revision|version|edition|page) (is|has been) (kept|retained|archived|no longer maintained)\b|\bno longer (maintained|updated) and (kept|retained)\b|\b(this|the) page is no longer (maintained|updated)\b",
     # French
-    r"\b(remplace|remplacee|remplaces|remplacees) par (la |le |l.)?(revision|version|edition|document|procedure|nouvelle|nouveau|rev)\b",
-    r"\b(annule et remplace|annulee? et remplacee?)\b",
-    r"\b(ce|cette|le present|la presente) (document|procedure|revision|version|edition|manuel|note|fiche|mode operatoire|consigne)\b.{0,40}\b(est|a ete)\b.{0,15}\b(archive|archivee|perime|perimee|obsolete|caduc|caduque|retire|retiree|abroge|abrogee|remplace|remplacee|annule|annulee|plus (valable|valide|en vigueur|applicable))\b",
-    r"\bn.?est plus (valable|valide|en vigueur|applicable|a jour|utilisable)\b|\bne (plus|pas) (utiliser|appliquer)\b|\bplus en vigueur\b",
-    r"\b(caduc|caduque|perime|perimee|abroge|abrogee)\b",
-    r"\b(version|revision|edition|document) (archivee?|perimee?|obsolete|caduque?|retiree?)\b",
+    r"\b(ce|cette|le present|la presente) (document|procedure|revision|version|edition|manuel|note|fiche|mode operatoire|consigne|guide|plan|instruction|page)\b[^.,;:!?]{0,40}\b(est|a ete)\b.{0,15}\b(archive|archivee|perime|perimee|obsolete|caduc|caduque|retire|retiree|abroge|abrogee|remplace|remplacee|annule|annulee|plus (valable|valide|en vigueur|applicable))\b",
+    r"\bannulee?s? et remplacee?s? par\b|\bremplacee?s? par (la |le |l.)?(revision|version|edition|rev)\b",
+    r"\bn.?est plus (valable|valide|en vigueur|applicable|a jour|utilisable)\b|\bne plus (utiliser|appliquer|afficher)\b|\bplus en vigueur\b",
+    r"\b(version|revision|edition|document|fiche|procedure|note|consigne|mode operatoire) (archivee?|perimee?|obsolete|caduque?|retiree?|annulee?(?! et remplace))\b",
+    r"\b(conservee?s?|gardee?s?) (a titre (d.)?(historique|de reference|d.archive|d.information)|pour memoire)\b",
     # German, Spanish, Italian, Portuguese, Dutch
-    r"\bersetzt durch\b|\barchiviert\b|\bnicht mehr gultig\b|\bzuruckgezogen\b|\bveraltet\b|\bungultig\b|\baußer kraft\b|\bausser kraft\b",
-    r"\b(reemplazad[oa]|sustituid[oa]) por\b|\barchivad[oa]\b|\bya no (es|esta) (valid|vigente)|\bderogad[oa]\b|\bobsolet[oa]\b",
+    r"\bersetzt durch\b|\bnicht mehr gultig\b|\bzuruckgezogen\b|\baußer kraft\b|\bausser kraft\b|\bnicht mehr (anwenden|verwenden|benutzen|anzuwenden)\b|\barchivexemplar\b|\b(dieses|diese) (dokument|verfahren|anweisung|fassung|version|ausgabe|revision)\b[^.,;:!?]{0,40}\b(veraltet|archiviert|ungultig|aufgehoben)\b",
+    r"\b(reemplazad[oa]|sustituid[oa]) por (la|el) (revision|version|edicion|procedimiento|documento)\b|\bya no (es|esta) (valid|vigente)|\b(quedo|ha quedado|queda) (sin efecto|anulad[oa]|derogad[oa])\b|\b(este|esta) (documento|procedimiento|version|revision|plan|instruccion|norma|guia|ficha)\b[^.,;:!?]{0,40}\b(ha sido|fue|queda|esta) (reemplazad|sustituid|anulad|derogad|retirad|archivad)[oa]\b|(^|\n)\s*(documento|procedimiento|version|revision|plan|instruccion|norma|guia|ficha) (retirad|anulad|obsolet|archivad|derogad)[oa]\b",
     r"\bsostituit[oa] da\b|\barchiviat[oa]\b|\bnon (e )?piu valid|\bnon piu in vigore\b",
     r"\bsubstituid[oa] por\b|\bnao (e|esta) mais valid|\bvervangen door\b|\bniet meer geldig\b|\bgearchiveerd\b",
 ]
 
 SUPERSEDED_WEAK = [
-    r"\b(obsolete|withdrawn|superseded|deprecated|archived|retired|outdated|rescinded)\b",
-    r"\b(archive|archives|archivee?s?)\b",
+    r"\b(obsolete|withdrawn|superseded|deprecated|archived|retired|outdated|rescinded|cancel+ed|expired|decommissioned|discontinued)\b",
+    r"\b(archive|archives|archivee?s?|archiv\w*|archiv[oa]s?|archivad[oa]s?)\b",
     r"\b(rev(ision)?|version|edition)\.? ?[0-9a-z]\b",
-    r"\breplaced by\b|\bremplace par\b",
+    r"\breplaced by\b|\bremplacee? par\b|\bersetzt\b|\b(reemplazad|sustituid)[oa]\b",
     r"\b(current|latest|new|updated) (revision|version|edition|procedure)\b",
     r"\b(valid|effective|in force|en vigueur) (until|from|since|jusqu|depuis)\b",
+    r"\bdo not use\b|\bno longer\b|\bne pas utiliser\b|\bnicht (mehr )?verwenden\b|\bno (usar|utilizar)\b",
+    r"\b(caduc|caduque|perimee?|abrogee?|veraltet|obsolet[oa]|derogad[oa])\b",
 ]
 
 INJ_STRONG_RE = [re.compile(p) for p in INJECTION_STRONG]
