@@ -76,14 +76,18 @@ INJECTION_WEAK = [
 _SELF = (r"(this|the present|current) (document|procedure|revision|version|edition|manual|page|sop|instruction|"
          r"work instruction|standard|policy|guideline|guide|note|bulletin|specification|form|rev\.?|runbook|plan|"
          r"sheet|data ?sheet|checklist|handbook|memo|notice|copy|file|section|article|issue|leaflet|poster|guidance)")
-_STATUS_WORDS = (r"(archived|obsolete|superseded|withdrawn|deprecated|void|cancel+ed|expired|outdated|retired|"
-                 r"rescinded|invalid|replaced|perime|perimee|obsolete|caduc|caduque|annule|annulee|archive|archivee|"
-                 r"retire|retiree|veraltet|archiviert|zuruckgezogen|ungultig|obsoleto|obsoleta|archivado|archivada|"
-                 r"anulado|anulada|retirado|retirada|derogado|derogada)")
+# words that only ever name a document's status, and words that also label fields of lists and logs
+# ("Archive: QA office", "Replaced: seal kit", "Retired: pump P-7"): the latter count as a marker only
+# when they stand alone ("[RETIRED]", "ARCHIVED - ...", "Withdrawn." on its own line), not before a colon
+_STATUS_ONLY = (r"(obsolete|superseded|deprecated|void|rescinded|perime|perimee|caduc|caduque|veraltet|ungultig|"
+                r"obsoleto|obsoleta)")
+_STATUS_ALSO = (r"(archived|withdrawn|cancel+ed|expired|outdated|retired|invalid|annule|annulee|archivee|retiree|"
+                r"archiviert|zuruckgezogen|archivado|archivada|anulado|anulada|retirado|retirada|derogado|derogada)")
 SUPERSEDED_STRONG = [
     _SELF + r"\b[^.,;:!?]{0,40}\b(is|has been|was|are|have been)\b.{0,15}\b(superseded|archived|withdrawn|obsolete|retired|cancel+ed|replaced|deprecated|rescinded|discontinued|invalid|void|no longer|out of date|outdated|expired)\b",
     # a status line, header or title marker: "SUPERSEDED", "[WITHDRAWN]", "OBSOLETE - ...", "(archived 2023)"
-    r"(^|\n|\[|\(|\|)\s*" + _STATUS_WORDS + r"\s*(\d{4}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})?\s*(\]|\)|:|\.|-|\u2013|\u2014|!|\n|$)",
+    r"(^|\n|\[|\(|\|)\s*" + _STATUS_ONLY + r"\s*(\d{4}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})?\s*(\]|\)|:|\.|-|\u2013|\u2014|!|\n|$)",
+    r"(^|\n|\[|\(|\|)\s*" + _STATUS_ALSO + r"\s*(\d{4}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})?\s*(\]|\)|\.|-|\u2013|\u2014|!|\n|$)",
     r"(^|\n|\[|\()\s*(superseded|replaced|cancel+ed( and replaced)?|withdrawn|archived|remplacee?|annulee?( et remplacee?)?|ersetzt|reemplazad[oa]|sustituid[oa]|anulad[oa]) (by|par|durch|por)\b",
     r"\bsuperseded (as of|on|since|from) |(^|\n|\[|\()\s*(withdrawn|cancel+ed|retired|rescinded|archived) (as of|on|since|from) |\bno longer in (force|effect)\b",
     r"\b(replaced|superseded) by (rev\.?|revision|version|edition|issue) ?[0-9a-z]|\b(replaced|superseded) by the (current|latest|updated|new) (revision|version|edition|procedure|document|issue)\b",
