@@ -163,6 +163,14 @@ def test_stored_injection_score_is_the_direct_one(tmp_path, sourcegate_home, emb
     assert chunk.passage_features["inj"] == pytest.approx(direct, abs=1e-3)
 
 
+def test_editing_a_cue_lexicon_changes_the_features_version(monkeypatch):
+    from sourcegate.judges.local import judge as judge_mod, lexicons
+
+    assert judge_mod.features_version() == judge_mod.FEATURES_VERSION
+    monkeypatch.setattr(lexicons, "SUPERSEDED_WEAK", lexicons.SUPERSEDED_WEAK + [r"\bhistoric\b"])
+    assert judge_mod.features_version() != judge_mod.FEATURES_VERSION
+
+
 def test_update_replaces_all_chunks(library, sourcegate_home, embedder):
     store, ing = _ingestor(sourcegate_home, embedder)
     ing.ingest([library])

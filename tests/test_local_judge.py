@@ -187,7 +187,9 @@ def test_revision_mention_is_not_superseded(judge):
         ("Signed permits are archived for ten years in archive room 2.", False),
         ("This work instruction supersedes WI-31, which was withdrawn last spring.", False),
         ("Ce document annule et remplace la note de service NS-12.", False),
-        ("Document control\nArchive: QA office, kept for 10 years\nReplaced: seal kit SK-20\nRetired: pump P-7", False),
+        ("Document control\nArchive: QA office, kept for 10 years\nReplaced: seal kit SK-20\nRetired: pump P-7\n"
+         "Replaced by: T. Okafor", False),
+        ("Replaced by WI-576 from 1 March; keep this copy for the audit file.", True),
         ("OBSOLETE \u2013 see SOP-12 for the current method.", True),
         ("This runbook is obsolete since the move to the new cluster; use RB-40.", True),
         ("[WITHDRAWN 2024] Kept for the audit trail only.", True),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 
 import numpy as np
@@ -17,9 +19,11 @@ from .features import (
     rel_features,
     vec,
 )
+from . import lexicons
 from .lexicons import ARCHIVED_STATUS
 from .model import (
     INJ_CASCADE_BAND,
+    INJ_TOP_SHARE_MAX,
     Weights,
     injection_offtopic,
     injection_raw,
@@ -28,7 +32,18 @@ from .model import (
     superseded_raw,
 )
 
-FEATURES_VERSION = 2
+
+
+def features_version() -> str:
+    """Passage features stored at ingest are reused only while this matches (with the weights' version):
+    the code's version plus a digest of the cue patterns and of the injection question's constants, so
+    that editing a lexicon refreshes them even when the fitted weights stay the same."""
+    cues = [lexicons.INJECTION_STRONG, lexicons.INJECTION_WEAK, lexicons.SUPERSEDED_STRONG, lexicons.SUPERSEDED_WEAK,
+            list(INJ_CASCADE_BAND), INJ_TOP_SHARE_MAX]
+    return "3-" + hashlib.sha256(json.dumps(cues).encode()).hexdigest()[:8]
+
+
+FEATURES_VERSION = features_version()
 FOCUS_MISSING_EVIDENCE_MAX = 0.5
 ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
 CASCADE_SIM_FLOOR = 0.15

@@ -88,7 +88,7 @@ SUPERSEDED_STRONG = [
     # a status line, header or title marker: "SUPERSEDED", "[WITHDRAWN]", "OBSOLETE - ...", "(archived 2023)"
     r"(^|\n|\[|\(|\|)\s*" + _STATUS_ONLY + r"\s*(\d{4}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})?\s*(\]|\)|:|\.|-|\u2013|\u2014|!|\n|$)",
     r"(^|\n|\[|\(|\|)\s*" + _STATUS_ALSO + r"\s*(\d{4}|\d{1,2}[/.-]\d{1,2}[/.-]\d{2,4})?\s*(\]|\)|\.|-|\u2013|\u2014|!|\n|$)",
-    r"(^|\n|\[|\()\s*(superseded|replaced|cancel+ed( and replaced)?|withdrawn|archived|remplacee?|annulee?( et remplacee?)?|ersetzt|reemplazad[oa]|sustituid[oa]|anulad[oa]) (by|par|durch|por)\b",
+    r"(^|\n|\[|\()\s*(superseded|replaced|cancel+ed( and replaced)?|withdrawn|archived|remplacee?|annulee?( et remplacee?)?|ersetzt|reemplazad[oa]|sustituid[oa]|anulad[oa]) (by|par|durch|por)\s*:?\s*(rev|revision|version|edition|issue|the|a|an|la|le|l.|die|das|den|el|[a-z]{1,8}(-[a-z]{1,8})?[- ]?\d)",
     r"\bsuperseded (as of|on|since|from) |(^|\n|\[|\()\s*(withdrawn|cancel+ed|retired|rescinded|archived) (as of|on|since|from) |\bno longer in (force|effect)\b",
     r"\b(replaced|superseded) by (rev\.?|revision|version|edition|issue) ?[0-9a-z]|\b(replaced|superseded) by the (current|latest|updated|new) (revision|version|edition|procedure|document|issue)\b",
     r"\bcancel+ed and replaced by\b|\bwithdrawn and replaced by\b",
