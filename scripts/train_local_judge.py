@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import random
 import re
 import sys
@@ -1098,7 +1097,6 @@ def main(argv=None):
     data = Path(args.data)
     train = data / "train"
     out = Path(args.out)
-    rng = random.Random(SEED)
     np.random.seed(SEED)
     t_start = time.time()
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import httpx2
-import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from test_server_fixtures import demo_home, make_gate, make_settings, run_async, running_server

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from sourcegate.audit import AuditLog, read_records, verify
+from sourcegate.audit import read_records, verify
 from sourcegate.judges import JudgeInput, Judgement, PassageJudgement
 from sourcegate.models import QUESTIONS, PassageScores
 from sourcegate.service import QueryError, SourceGate

@@ -33,7 +33,6 @@ from .model import (
 )
 
 
-
 def features_version() -> str:
     """Passage features stored at ingest are reused only while this matches (with the weights' version):
     the code's version plus a digest of the cue patterns and of the injection question's constants, so
