@@ -44,18 +44,17 @@ from sourcegate.judges.local.lexicons import ANTONYMS  # noqa: E402
 from sourcegate.judges.local.model import (  # noqa: E402
     INJ_CHAR,
     INJ_CASCADE_BAND,
-    INJ_TOP_SHARE_MAX,
     INJ_FEATURES,
     INJ_ONE_FEATURES,
     INJ_SEM_FEATURES,
     INJ_WORD,
     SUP_FEATURES,
     injection_offtopic,
+    offtopic_texts,
     injection_raw,
     injection_sentences,
     sentence_logits,
     superseded_raw,
-    top_and_rest,
 )
 
 SEED = 20260601
@@ -1230,12 +1229,8 @@ def main(argv=None):
         staged.append((injection_raw(r["text"], "", logits, sents), sents, logits))
     # embed every text the second stage reads in one batch (injection_offtopic: the top sentence, and the
     # whole passage or the rest of it), then read them back from the cache
-    texts = []
-    for r, (_, sents, logits) in zip(prow, staged):
-        top, rest = top_and_rest(sents, logits)
-        if top is not None:
-            texts += [top[:600], r["text"][:2000] if len(top) <= INJ_TOP_SHARE_MAX * len(r["text"]) else rest[:2000]]
-    cache.get(texts)
+    pairs = [offtopic_texts(sents, logits, r["text"]) for r, (_, sents, logits) in zip(prow, staged)]
+    cache.get([t for pair in pairs if pair is not None for t in pair[:2]])
     cache.save()
     for r, (f, sents, logits) in zip(prow, staged):
         F.append(vec(f, INJ_FEATURES))

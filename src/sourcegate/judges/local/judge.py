@@ -49,12 +49,17 @@ CASCADE_SIM_FLOOR = 0.15
 CASCADE_LEX_FLOOR = 0.2
 
 
-def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
+def _injection_first_stage(w: Weights, text: str, title: str):
+    """The injection question's first stage: (probability, sentences, their logits, features)."""
     sents = injection_sentences(text)
     logits = w.sentence_injection_logits(sents)
     fi = injection_raw(text, title, logits, sents)
     first = w.heads["inj_one"] if len(sents) < 2 else w.heads["inj"]
-    p_inj = float(first.predict(vec(fi, first.names))[0])
+    return float(first.predict(vec(fi, first.names))[0]), sents, logits, fi
+
+
+def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
+    p_inj, sents, logits, fi = _injection_first_stage(w, text, title)
     lo, hi = INJ_CASCADE_BAND
     if len(sents) >= 2 and lo <= p_inj <= hi:
         if embedder is None:
@@ -63,7 +68,7 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
             embedder = get_embedder()
         # the passage's stored vector is of "title\ntext" (see ingest): the same text when embedding it here
         fs2 = injection_offtopic(fi, sents, logits, embedder.embed, f"{title}\n{text}" if title else text,
-                                 _stored_vector(vector, getattr(embedder, "dim", np.size(vector))) if vector is not None else None)
+                                 _stored_vector(vector, getattr(embedder, "dim", np.size(vector))))
         p_inj = float(w.heads["inj_sem"].predict(vec(fs2, w.heads["inj_sem"].names))[0])
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])

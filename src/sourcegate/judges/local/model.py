@@ -179,28 +179,37 @@ def top_and_rest(sentences: list[str], logits: np.ndarray) -> tuple[str | None, 
     return sentences[i], " ".join(sentences[:i] + sentences[i + 1 :])
 
 
+def offtopic_texts(sentences: list[str], logits: np.ndarray, passage: str = "") -> tuple[str, str, bool] | None:
+    """What the second stage compares: the most suspicious sentence, and the whole `passage` when the
+    sentence is at most `INJ_TOP_SHARE_MAX` of its characters (third item True), else the rest of the
+    passage. None for a passage of one sentence."""
+    top, rest = top_and_rest(sentences, logits)
+    if top is None:
+        return None
+    if passage and len(top) <= INJ_TOP_SHARE_MAX * len(passage):
+        return top[:600], passage[:2000], True
+    return top[:600], rest[:2000], False
+
+
 def injection_offtopic(f: dict[str, float], sentences: list[str], logits: np.ndarray, embed,
                        passage: str = "", passage_vec: np.ndarray | None = None) -> dict[str, float]:
     """Second-stage features: cosine between the top sentence and the rest of the passage
     (`embed` maps texts to unit vectors). An instruction that has nothing to do with the text
     around it is what a planted one looks like.
 
-    When the top sentence is a small part of the passage (at most `INJ_TOP_SHARE_MAX` of its
-    characters), the vector of the whole `passage` stands for the rest: `passage_vec` if given
-    (the vector stored for retrieval, so that ingest embeds only the short sentence), else the
-    embedding of `passage`."""
+    When the top sentence is a small part of the passage, the vector of the whole `passage` stands
+    for the rest (`offtopic_texts`): `passage_vec` if given (the vector stored for retrieval, so that
+    ingest embeds only the short sentence), else the embedding of `passage`."""
     f = dict(f)
-    top, rest = top_and_rest(sentences, logits)
-    if top is None:
+    pair = offtopic_texts(sentences, logits, passage)
+    if pair is None:
         f["top_rest_sim"] = 1.0
     else:
-        if passage and len(top) <= INJ_TOP_SHARE_MAX * len(passage):
-            if passage_vec is not None:
-                e = [np.asarray(embed([top[:600]]), dtype=np.float64)[0], np.asarray(passage_vec, dtype=np.float64)]
-            else:
-                e = np.asarray(embed([top[:600], passage[:2000]]), dtype=np.float64)
+        top, other, whole = pair
+        if whole and passage_vec is not None:
+            e = [np.asarray(embed([top]), dtype=np.float64)[0], np.asarray(passage_vec, dtype=np.float64)]
         else:
-            e = np.asarray(embed([top[:600], rest[:2000]]), dtype=np.float64)
+            e = np.asarray(embed([top, other]), dtype=np.float64)
         f["top_rest_sim"] = float(e[0] @ e[1])
     f["smax_x_off"] = max(f["s_max"] + 4.0, 0.0) * (1.0 - f["top_rest_sim"])
     return f
