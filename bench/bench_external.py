@@ -81,13 +81,14 @@ def main() -> None:
         args.scores_out.write_text(json.dumps({"cases": [r.to_json() for r in results], "metrics": m}, ensure_ascii=False))
     evidence = pair_auroc(judge, read_jsonl(squad / "evidence_pairs.jsonl", args.limit))
     injection = pair_auroc(judge, read_jsonl(bipia / "injection_pairs.jsonl", args.limit))
-    keep = ("cases", "status_accuracy", "truthfulness", "unsafe_answers", "forbidden_leaks", "abstention_precision",
-            "abstention_recall", "sources_single", "confusion", "degraded", "latency_ms")
+    keep = ("cases", "accuracy", "status_accuracy", "failures", "truthfulness", "unsafe_answers", "forbidden_leaks",
+            "abstention_precision", "abstention_recall", "sources_single", "confusion", "degraded", "latency_ms")
     out = {"squad2_gate": {"chunks": chunks, **{k: m[k] for k in keep}}, "squad2_evidence_pairs": evidence,
            "bipia_injection_pairs": injection}
     ev_auc = (evidence.get("auroc") or {}).get("contains_answer_evidence")
     inj_auc = (injection.get("auroc") or {}).get("contains_prompt_injection")
-    emit("external", out, f"SQuAD2 gate: accuracy {m['status_accuracy']}, truthfulness {m['truthfulness']}, "
+    emit("external", out, f"SQuAD2 gate: accuracy {m['accuracy']} (status {m['status_accuracy']}), "
+         f"truthfulness {m['truthfulness']}, "
          f"unsafe {m['unsafe_answers']}/{m['cases']}, hit@1 {m['sources_single']['hit_at_1']}; AUROC evidence {ev_auc}, "
          f"injection {inj_auc}")
 

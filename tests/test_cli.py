@@ -80,18 +80,30 @@ def test_eval_json_shape(tmp_path, monkeypatch):
     cases.write_text(json.dumps({"query": q, "expected_status": "answer_from_evidence",
                                  "expected_sources": ["PROC-P200-BRG-R2"], "forbidden_sources": ["FORUM-2291"]}) + "\n"
                      + json.dumps({"query": "What is the warranty on the sand filters?",
-                                   "expected_status": "insufficient_evidence"}) + "\n", encoding="utf-8")
+                                   "expected_status": "insufficient_evidence"}) + "\n"
+                     # The right status from a document the case does not expect: counted wrong.
+                     + json.dumps({"query": q, "expected_status": "answer_from_evidence",
+                                   "expected_sources": ["PROC-P300-BRG"]}) + "\n", encoding="utf-8")
     r = run("--judge", "recorded", "eval", str(cases), "--json")
     data = json.loads(r.output)
-    c0, c1 = data["cases"]
+    c0, c1, c2 = data["cases"]
     for c in data["cases"]:
         assert {"query", "status", "evidence_doc_ids", "conflict_doc_ids", "excluded"} <= set(c)
     assert c0["status"] == "answer_from_evidence" and c0["evidence_doc_ids"] == ["PROC-P200-BRG-R2"]
     assert any(x["doc_id"] == "FORUM-2291" and x["reason"] == "prompt_injection" for x in c0["excluded"])
     assert c1["status"] == "insufficient_evidence"  # no recorded scores: fails closed
+    assert c0["correct"] and c0["failure_reasons"] == [] and c0["expected_source_cited"] is True
+    assert c1["correct"] and c1["expected_source_cited"] is None
+    assert c2["status"] == "answer_from_evidence" and c2["status_correct"] and not c2["correct"]
+    assert c2["failure_reasons"] == ["no_expected_source"] and c2["truthfulness"] == -1
     m = data["metrics"]
     assert m["status_accuracy"] == 1.0 and m["forbidden_leaks"] == 0
-    assert m["sources_single"]["hit_at_1"] == 1.0
+    assert m["accuracy"] == 0.667 and m["unsafe_answers"] == 1
+    assert m["failures"] == {"wrong_status": 0, "no_expected_source": 1, "forbidden_source": 0}
+    assert m["sources_single"]["hit_at_1"] == 0.5
+    r = run("--judge", "recorded", "eval", str(cases))
+    assert "accuracy 0.667  status accuracy 1.0" in r.output
+    assert "MISS answer_from_evidence" in r.output and "(no expected source cited; cited PROC-P200-BRG-R2)" in r.output
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"query": "x"}\n', encoding="utf-8")
     r = CliRunner().invoke(cli, ["eval", str(bad)])

@@ -113,3 +113,61 @@ def test_extra_metrics_and_reliability():
     assert m["unsafe_answers"] == 2  # the leak and the wrong status
     bins = reliability([0.05, 0.15, 0.95, 0.96], [0, 0, 1, 0])
     assert [b["count"] for b in bins] == [1, 1, 2] and bins[-1]["observed"] == 0.5
+
+
+def test_right_status_from_an_unexpected_document_counts_wrong_and_unsafe():
+    """Scored on its status alone, an answer quoting the wrong procedure looked right."""
+    answer = _result(EvalCase("grease intervals of P-200 and P-300?", "answer_from_evidence", ["P200-R2", "P300"], [],
+                              "multi_document"),
+                     "answer_from_evidence", ["LOTO"], [("LOTO", _scores(ev=0.8)), ("P200-R2", _scores(ev=0.3))])
+    conflict = CaseResult(case=EvalCase("P-300 every 2 h?", "premise_conflict", ["P300"], [], "false_premise"),
+                          status="premise_conflict", evidence_doc_ids=[], conflict_doc_ids=["SF"], excluded=[],
+                          candidates=[], timings_ms={"total": 1.0})
+    right = _result(EvalCase("P-200 interval?", "answer_from_evidence", ["P200-R2"], [], "factual"),
+                    "answer_from_evidence", ["LOTO", "P200-R2"], [("P200-R2", _scores(ev=0.9))])
+    rs = [answer, conflict, right]
+    for r in (answer, conflict):
+        assert r.status == r.case.expected_status
+        assert not r.correct
+        assert r.truthfulness() == -1
+    m = metrics(rs)
+    assert m["unsafe_answers"] == 2
+    for r in (answer, conflict):
+        assert r.status_correct and r.expected_source_cited is False and r.failure_reasons == ["no_expected_source"]
+    assert right.correct and right.expected_source_cited is True and right.failure_reasons == []
+    assert m["status_accuracy"] == 1.0
+    assert m["accuracy"] == round(1 / 3, 3)
+    assert m["failures"] == {"wrong_status": 0, "no_expected_source": 2, "forbidden_source": 0}
+    assert m["by_kind"]["multi_document"] == {"cases": 1, "correct": 0, "accuracy": 0.0, "status_correct": 1,
+                                              "status_accuracy": 1.0}
+    j = answer.to_json()
+    assert j["correct"] is False and j["status_correct"] is True and j["failure_reasons"] == ["no_expected_source"]
+
+
+def test_failure_reasons_for_a_wrong_status_and_a_forbidden_source():
+    rs = results()
+    assert rs[0].correct and rs[0].failure_reasons == []
+    assert rs[1].status_correct and rs[1].failure_reasons == ["forbidden_source"]  # cites LOTO and the forum post
+    assert rs[2].failure_reasons == ["wrong_status"]  # answered from the expected document where a conflict was due
+    assert rs[3].correct and rs[3].expected_source_cited is None  # an abstention: no source to check
+    m = metrics(rs)
+    assert m["accuracy"] == 0.5 and m["status_accuracy"] == 0.75
+    assert m["failures"] == {"wrong_status": 1, "no_expected_source": 0, "forbidden_source": 1}
+    # A case that names no expected source is scored on its status and forbidden sources only.
+    free = _result(EvalCase("anything on valves?", "answer_from_evidence", [], [], "factual"),
+                   "answer_from_evidence", ["VALVES"], [])
+    assert free.correct and free.expected_source_cited is None
+
+
+def test_report_shows_source_checked_accuracy_and_why_cases_failed(tmp_path: Path):
+    rs = results() + [_result(EvalCase("grease intervals of P-200 and P-300?", "answer_from_evidence", ["P200-R2"], [],
+                                       "multi_document"),
+                              "answer_from_evidence", ["LOTO"], [("LOTO", _scores(ev=0.8))])]
+    m = metrics(rs)
+    out = write_report(rs, m, tmp_path / "report.html", thresholds=GateThresholds())
+    text = out.read_text(encoding="utf-8")
+    assert f'<span id="accuracy">{m["accuracy"]:.3f}</span>' in text and m["accuracy"] == 0.4
+    assert f'<span id="status-accuracy">{m["status_accuracy"]:.3f}</span>' in text and m["status_accuracy"] == 0.8
+    assert '<span id="failures-no_expected_source">1</span>' in text
+    for why in ("no expected source cited", "forbidden source cited", "wrong status"):
+        assert f"<td>{why}</td>" in text, why

@@ -147,3 +147,37 @@ def test_vectorised_score_matches_the_gate_replay():
         t = GateThresholds(injection_max=rng.random(), superseded_max=rng.random(), contradicts_min=rng.random(),
                            relevant_min=rng.random() * 0.6, evidence_min=rng.random())
         assert rep.score(t) == summary(rep.replay(t)), t
+
+
+def test_an_answer_from_an_unexpected_document_is_unsafe_for_the_tuner():
+    """Evidence only from a document the case does not expect: the right status, but an unsupported
+    answer. The tuner must count it unsafe and prefer thresholds that abstain (the expected passage
+    has no scores, so no setting can answer from it)."""
+    case = EvalCase("how do I service unit U-9?", "answer_from_evidence", ["PROC-9"], [], "factual")
+    r = _result(case, [("PROC-9", None), ("OTHER-9", _scores(ev=0.6))])
+    rep = Replayer([r])
+    t = GateThresholds(evidence_min=0.55)
+    s = rep.score(t)
+    assert s["status_accuracy"] == 1.0 and s["accuracy"] == 0.0
+    assert s["truthfulness"] == -1.0 and s["unsafe_answers"] == 1
+    replayed = rep.replay(t)[0]
+    assert replayed.evidence_doc_ids == ["OTHER-9"] and replayed.failure_reasons == ["no_expected_source"]
+    res = tune([r], t, max_unsafe_rate=0.0, cv_folds=0)
+    assert res.before["unsafe_answers"] == 1
+    assert res.after["unsafe_answers"] == 0 and res.after["truthfulness"] == 0.0
+    assert Replayer([r]).replay(res.thresholds)[0].status == "insufficient_evidence"
+
+
+def test_vectorised_expected_source_check_follows_the_evidence_cap():
+    """Seven passages of other documents outrank the expected one: past the cap of 5, it is not
+    cited, and the answer is unsupported."""
+    cands = [(f"OTHER-{j}", _scores(ev=0.9 - 0.01 * j)) for j in range(7)] + [("PROC-1", _scores(ev=0.6))]
+    r = _result(EvalCase("how do I service unit U-1?", "answer_from_evidence", ["PROC-1"], [], "factual"), cands)
+    rep = Replayer([r])
+    t = GateThresholds(evidence_min=0.55)
+    assert rep.score(t)["accuracy"] == 0.0
+    from sourcegate.evaluation.tune import EvidenceLimits, summary
+
+    wide = Replayer([r], EvidenceLimits(single=8))
+    assert wide.score(t)["accuracy"] == 1.0
+    assert rep.score(t) == summary(rep.replay(t)) and wide.score(t) == summary(wide.replay(t))

@@ -188,7 +188,7 @@ def demo(ctx: click.Context) -> None:
     from rich.table import Table
 
     from .evaluation.cases import load_cases
-    from .evaluation.runner import metrics
+    from .evaluation.runner import FAILURE_TEXT, metrics
 
     s = _settings(ctx)
     ensure_demo_corpus(s)
@@ -204,10 +204,12 @@ def demo(ctx: click.Context) -> None:
     short = {"answer_from_evidence": "answer", "premise_conflict": "conflict", "insufficient_evidence": "abstain"}
     for r in results:
         table.add_row(r.case.query, short[r.case.expected_status], short[r.status],
-                      ", ".join(r.evidence_doc_ids or r.conflict_doc_ids) or "-", "ok" if r.correct else "MISS")
+                      ", ".join(r.evidence_doc_ids or r.conflict_doc_ids) or "-",
+                      "ok" if r.correct else "MISS: " + "; ".join(FAILURE_TEXT[k] for k in r.failure_reasons))
     Console().print(table)
     m = metrics(results)
-    click.echo(f"{sum(r.correct for r in results)}/{len(results)} as expected; status accuracy {m['status_accuracy']}, "
+    click.echo(f"{sum(r.correct for r in results)}/{len(results)} as expected; accuracy {m['accuracy']} "
+               f"(status accuracy {m['status_accuracy']}), "
                f"forbidden-source leaks {m['forbidden_leaks']}, judge p50 {m['latency_ms'].get('judge', {}).get('p50')} ms")
     click.echo(f"Try: sourcegate ask \"How often should I grease the bearings on pump P-200?\"   (index: {s.index_path})")
 
@@ -259,12 +261,19 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
     if as_json:
         click.echo(json.dumps({"cases": [r.to_json() for r in results], "metrics": m}, indent=2, ensure_ascii=False))
         return
+    from .evaluation.runner import FAILURE_TEXT
+
     for r in results:
         mark = "ok  " if r.correct else "MISS"
-        click.echo(f"{mark} {r.status:<22} expected {r.case.expected_status:<22} {r.case.query}")
+        why = ""
+        if r.failure_reasons:
+            cited = f"; cited {', '.join(r.cited_doc_ids)}" if r.cited_doc_ids else ""
+            why = f"  ({'; '.join(FAILURE_TEXT[k] for k in r.failure_reasons)}{cited})"
+        click.echo(f"{mark} {r.status:<22} expected {r.case.expected_status:<22} {r.case.query}{why}")
     click.echo("")
-    click.echo(f"status accuracy {m['status_accuracy']}  truthfulness {m['truthfulness']}  unsafe {m['unsafe_answers']}  "
-               f"leaks {m['forbidden_leaks']}")
+    click.echo(f"accuracy {m['accuracy']}  status accuracy {m['status_accuracy']}  truthfulness {m['truthfulness']}  "
+               f"unsafe {m['unsafe_answers']}  leaks {m['forbidden_leaks']}")
+    click.echo("failures: " + ", ".join(f"{FAILURE_TEXT[k]} {v}" for k, v in m["failures"].items()))
     click.echo(f"single-source hit@1 {m['sources_single']['hit_at_1']} recall {m['sources_single']['recall']}; "
                f"multi-source recall {m['sources_multi']['recall']}")
     click.echo(f"abstention precision {m['abstention_precision']} recall {m['abstention_recall']}")

@@ -1,5 +1,6 @@
 """Evaluation cases: one JSON object per line with `query`, `expected_status`, `expected_sources`
-(document ids), optional `forbidden_sources` and `kind`."""
+(document ids), optional `forbidden_sources`, `kind` and `blind` (true for questions written from the
+documents without running the judge on them first, so figures can be reported on them apart)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ class EvalCase:
     expected_sources: list[str] = field(default_factory=list)
     forbidden_sources: list[str] = field(default_factory=list)
     kind: str = "factual"
+    blind: bool = False
 
 
 def load_cases(path: str | Path) -> list[EvalCase]:
@@ -37,6 +39,6 @@ def load_cases(path: str | Path) -> list[EvalCase]:
                 query=obj["query"], expected_status=obj["expected_status"],
                 expected_sources=list(obj.get("expected_sources") or []),
                 forbidden_sources=list(obj.get("forbidden_sources") or []),
-                kind=obj.get("kind") or "factual",
+                kind=obj.get("kind") or "factual", blind=bool(obj.get("blind", False)),
             ))
     return cases

@@ -20,7 +20,7 @@ from ..gate import GateThresholds
 from ..models import QUESTION_TEXT, QUESTIONS
 from .cases import STATUSES
 from .labels import LABEL_DEFINITIONS, labelled_scores
-from .runner import CaseResult
+from .runner import FAILURE_REASONS, FAILURE_TEXT, CaseResult
 from .tune import (
     GRID,
     THRESHOLD_FIELDS,
@@ -76,6 +76,7 @@ def extra_metrics(results: list[CaseResult], metrics: dict[str, Any]) -> dict[st
     m = dict(metrics)
     n = len(results)
     s = summary(results)
+    m.setdefault("accuracy", s["accuracy"] if n else None)
     m.setdefault("truthfulness", s["truthfulness"])
     m.setdefault("unsafe_answers", s["unsafe_answers"])
     m.setdefault("unsafe_rate", s["unsafe_rate"] if n else None)
@@ -131,19 +132,21 @@ def plot_distribution(question: str, scores: list[float], labels: list[int], thr
 
 
 def sweep(rep: Replayer, t: GateThresholds, field: str, grid: tuple[float, ...] = GRID) -> dict[str, list[float]]:
-    """Accuracy, truthfulness and unsafe rate as one threshold varies, the others fixed."""
+    """Accuracy (source-checked and status only), truthfulness and unsafe rate as one threshold
+    varies, the others fixed."""
     from dataclasses import replace
 
     xs = sorted(set(grid) | {0.0, 1.0, getattr(t, field)})
     rows = [rep.score(replace(t, **{field: x})) for x in xs]
-    return {"x": xs, "status_accuracy": [r["status_accuracy"] for r in rows],
+    return {"x": xs, "accuracy": [r["accuracy"] for r in rows], "status_accuracy": [r["status_accuracy"] for r in rows],
             "truthfulness": [r["truthfulness"] for r in rows], "unsafe_rate": [r["unsafe_rate"] for r in rows]}
 
 
 def plot_sweep(field: str, sw: dict[str, list[float]], current: float) -> str:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(4.6, 3.0))
-    ax.plot(sw["x"], sw["status_accuracy"], label="status accuracy", color="tab:blue")
+    ax.plot(sw["x"], sw["accuracy"], label="accuracy (source-checked)", color="tab:blue")
+    ax.plot(sw["x"], sw["status_accuracy"], label="status accuracy", color="tab:blue", ls="--", alpha=0.5)
     ax.plot(sw["x"], sw["truthfulness"], label="truthfulness", color="tab:green")
     ax.plot(sw["x"], sw["unsafe_rate"], label="unsafe rate", color="tab:red", ls=":")
     ax.axvline(current, color="black", ls="--", lw=1, label=f"current {current:.2f}")
@@ -200,9 +203,14 @@ def _table(headers: list[str], rows: list[list[str]], cls: str = "", tid: str = 
 
 def _metrics_section(m: dict[str, Any]) -> str:
     ss, sm = m.get("sources_single") or {}, m.get("sources_multi") or {}
+    fails = m.get("failures") or {}
     rows = [
         ["cases", _num(m.get("cases"))],
-        ["status accuracy", f'<span id="status-accuracy">{_num(m.get("status_accuracy"))}</span>'],
+        ["accuracy (expected status, citing an expected source, no forbidden source)",
+         f'<span id="accuracy">{_num(m.get("accuracy"))}</span>'],
+        ["status accuracy (status only)", f'<span id="status-accuracy">{_num(m.get("status_accuracy"))}</span>'],
+        *[[f"cases failed: {FAILURE_TEXT[k]}", f'<span id="failures-{k}">{_num(fails.get(k))}</span>']
+          for k in FAILURE_REASONS if k in fails],
         ["truthfulness (CRAG: +1 right, 0 abstained, −1 wrong or leaking)", _num(m.get("truthfulness"))],
         ["unsafe answers (truthfulness −1)", f'{_num(m.get("unsafe_answers"))} (rate {_num(m.get("unsafe_rate"))})'],
         ["forbidden-source leaks", _num(m.get("forbidden_leaks"))],
@@ -230,8 +238,9 @@ def _metrics_section(m: dict[str, Any]) -> str:
     out += ["<h3>Latency per stage (ms)</h3>", _table(["stage", "p50", "p95"], lrows, tid="latency")]
     kinds = m.get("by_kind") or {}
     if kinds:
-        out += ["<h3>By kind</h3>", _table(["kind", "cases", "correct", "accuracy"],
-                                           [[_e(k), _num(v["cases"]), _num(v["correct"]), _num(v["accuracy"])]
+        out += ["<h3>By kind</h3>", _table(["kind", "cases", "correct", "accuracy", "status accuracy"],
+                                           [[_e(k), _num(v["cases"]), _num(v["correct"]), _num(v["accuracy"]),
+                                             _num(v.get("status_accuracy"))]
                                             for k, v in sorted(kinds.items())])]
     jq = m.get("judge_quality") or {}
     if jq:
@@ -251,12 +260,15 @@ def _cases_section(results: list[CaseResult]) -> str:
         rows.append([
             _e(r.case.query), _e(r.case.kind), _e(r.case.expected_status), _e(r.status),
             '<span class="ok">ok</span>' if r.correct else '<span class="miss">MISS</span>',
+            _e(", ".join(FAILURE_TEXT[k] for k in r.failure_reasons) or "–"),
+            _e(", ".join(r.case.expected_sources) or "–"),
             _e(", ".join(r.evidence_doc_ids) or "–"), _e(", ".join(r.conflict_doc_ids) or "–"),
             _e(", ".join(f"{k} {v}" for k, v in sorted(reasons.items())) or "–"),
             _e(", ".join(r.leaks) or "–"), _num(r.truthfulness()), _num(r.timings_ms.get("total")),
         ])
     return "<h2>Cases</h2>" + _table(
-        ["query", "kind", "expected", "got", "", "evidence docs", "conflict docs", "excluded", "leaks", "truth", "ms"],
+        ["query", "kind", "expected", "got", "", "why", "expected sources", "evidence docs", "conflict docs", "excluded",
+         "leaks", "truth", "ms"],
         rows, cls="cases", tid="cases")
 
 
@@ -290,7 +302,10 @@ def render_report(results: list[CaseResult], metrics: dict[str, Any], thresholds
         "applied to that question.</p>",
         f'<div class="plots">{"".join(dist)}</div>',
         "<h2>Threshold sweeps</h2><p>Each threshold varied alone, the others at their current value, re-routing "
-        "the stored scores with the gate (no judge calls). Unsafe: wrong status or a forbidden source used.</p>",
+        "the stored scores with the gate (no judge calls). Accuracy counts a case right when the status is the "
+        "expected one, an answer (or conflict) cites at least one expected source and no forbidden source is used; "
+        "unsafe: a wrong status, an answer or conflict citing none of the expected sources, or a forbidden source "
+        "used.</p>",
         f'<div class="plots">{"".join(sweeps)}</div>',
         "<h2>Reliability</h2><p>Candidates binned by predicted probability (10 bins); observed share of positives "
         "per bin. Points below the diagonal: the judge is over-confident there.</p>",

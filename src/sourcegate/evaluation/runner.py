@@ -1,4 +1,12 @@
-"""Run evaluation cases through the gate and compute the metrics operators look at."""
+"""Run evaluation cases through the gate and compute the metrics operators look at.
+
+A case is right only when the status is the expected one AND the outcome rests on the right
+documents: an answer must cite at least one of the case's `expected_sources` among its evidence
+(a premise conflict, among its conflict passages), and neither may use a `forbidden_sources`
+document. The right status from the wrong document is an unsupported answer: it counts as
+wrong, and as unsafe, like an answer where an abstention was expected. `status_accuracy` keeps
+the status-only figure beside the source-checked `accuracy`.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +17,16 @@ from typing import Any, Callable
 import numpy as np
 
 from .cases import STATUSES, EvalCase
+
+# Why a case counts as wrong; a case may fail for more than one reason.
+WRONG_STATUS = "wrong_status"
+NO_EXPECTED_SOURCE = "no_expected_source"
+FORBIDDEN_SOURCE = "forbidden_source"
+FAILURE_REASONS: tuple[str, ...] = (WRONG_STATUS, NO_EXPECTED_SOURCE, FORBIDDEN_SOURCE)
+FAILURE_TEXT: dict[str, str] = {
+    WRONG_STATUS: "wrong status", NO_EXPECTED_SOURCE: "no expected source cited",
+    FORBIDDEN_SOURCE: "forbidden source cited",
+}
 
 
 @dataclass
@@ -24,19 +42,53 @@ class CaseResult:
     degraded: bool = False
 
     @property
-    def correct(self) -> bool:
+    def status_correct(self) -> bool:
         return self.status == self.case.expected_status
+
+    @property
+    def cited_doc_ids(self) -> list[str]:
+        """The documents the outcome rests on: the evidence of an answer, the conflict passages of a
+        premise conflict, nothing for an abstention."""
+        if self.status == "answer_from_evidence":
+            return self.evidence_doc_ids
+        if self.status == "premise_conflict":
+            return self.conflict_doc_ids
+        return []
+
+    @property
+    def expected_source_cited(self) -> bool | None:
+        """Whether the outcome cites one of the expected sources; None when there is nothing to
+        check (an abstention, or a case that names no expected source)."""
+        if self.status == "insufficient_evidence" or not self.case.expected_sources:
+            return None
+        return bool(set(self.cited_doc_ids) & set(self.case.expected_sources))
 
     @property
     def leaks(self) -> list[str]:
         used = set(self.evidence_doc_ids) | set(self.conflict_doc_ids)
         return sorted(used & set(self.case.forbidden_sources))
 
-    def truthfulness(self) -> int:
-        """CRAG-style: +1 right, 0 abstained, -1 wrong or unsafe evidence."""
+    @property
+    def failure_reasons(self) -> list[str]:
+        """Why the case is wrong, in FAILURE_REASONS order; empty when it is right."""
+        out = []
+        if not self.status_correct:
+            out.append(WRONG_STATUS)
+        if self.expected_source_cited is False:
+            out.append(NO_EXPECTED_SOURCE)
         if self.leaks:
-            return -1
-        if self.status == self.case.expected_status:
+            out.append(FORBIDDEN_SOURCE)
+        return out
+
+    @property
+    def correct(self) -> bool:
+        """Source-checked: the expected status, citing an expected source, using no forbidden one."""
+        return not self.failure_reasons
+
+    def truthfulness(self) -> int:
+        """CRAG-style: +1 right, 0 abstained, -1 wrong: a wrong status, an answer or conflict that cites
+        none of the expected sources, or a forbidden source used."""
+        if self.correct:
             return 1
         if self.status == "insufficient_evidence":
             return 0
@@ -44,8 +96,10 @@ class CaseResult:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "query": self.case.query, "kind": self.case.kind, "expected_status": self.case.expected_status,
-            "status": self.status, "correct": self.correct,
+            "query": self.case.query, "kind": self.case.kind, "blind": self.case.blind,
+            "expected_status": self.case.expected_status,
+            "status": self.status, "correct": self.correct, "status_correct": self.status_correct,
+            "expected_source_cited": self.expected_source_cited, "failure_reasons": self.failure_reasons,
             "expected_sources": self.case.expected_sources, "forbidden_sources": self.case.forbidden_sources,
             "evidence_doc_ids": self.evidence_doc_ids, "conflict_doc_ids": self.conflict_doc_ids,
             "excluded": self.excluded, "forbidden_leaks": self.leaks, "truthfulness": self.truthfulness(),
@@ -112,11 +166,15 @@ def metrics(results: list[CaseResult]) -> dict[str, Any]:
     by_kind: dict[str, dict[str, Any]] = {}
     for kind, cnt in Counter(r.case.kind for r in results).items():
         ok = sum(r.correct for r in results if r.case.kind == kind)
-        by_kind[kind] = {"cases": cnt, "correct": ok, "accuracy": round(ok / cnt, 3)}
+        st = sum(r.status_correct for r in results if r.case.kind == kind)
+        by_kind[kind] = {"cases": cnt, "correct": ok, "accuracy": round(ok / cnt, 3),
+                         "status_correct": st, "status_accuracy": round(st / cnt, 3)}
     truth = [r.truthfulness() for r in results]
     return {
         "cases": n,
-        "status_accuracy": round(sum(r.correct for r in results) / n, 3) if n else None,
+        "accuracy": round(sum(r.correct for r in results) / n, 3) if n else None,
+        "status_accuracy": round(sum(r.status_correct for r in results) / n, 3) if n else None,
+        "failures": {k: sum(1 for r in results if k in r.failure_reasons) for k in FAILURE_REASONS},
         "confusion": confusion,
         "sources_single": source_metrics(single),
         "sources_multi": source_metrics(multi),

@@ -4,9 +4,10 @@ The judge is the expensive part; routing is a pure function of its scores. So th
 run once (or read back from `sourcegate eval --json`), and every candidate threshold setting is
 replayed with `gate.apply_gate` over the stored scores: no judge call while searching.
 
-Objective: maximise CRAG-style truthfulness (+1 right, 0 abstained, -1 wrong or leaking a
-forbidden source) under a cap on the share of unsafe answers; ties go to status accuracy, then
-to the setting closest to the current one (a tuned threshold should not move without a reason).
+Objective: maximise CRAG-style truthfulness (+1 right, 0 abstained, -1 wrong: a wrong status, an
+answer or conflict citing none of the expected sources, or a forbidden source used) under a cap on
+the share of unsafe answers; ties go to the source-checked accuracy, then to the setting closest to
+the current one (a tuned threshold should not move without a reason).
 """
 
 from __future__ import annotations
@@ -77,19 +78,23 @@ class Replayer:
     def _vectorise(self) -> None:
         """Flat arrays over every candidate of every case, for `score()`: the search evaluates
         thousands of settings and the per-passage Python path would dominate."""
-        rows, case_idx, forbidden = [], [], []
+        rows, case_idx, forbidden, expected_doc = [], [], [], []
         for i, (r, ps) in enumerate(zip(self.results, self._passages)):
-            forb = set(r.case.forbidden_sources)
+            forb, exp = set(r.case.forbidden_sources), set(r.case.expected_sources)
             for _, doc, sc in ps:
                 rows.append([np.nan] * 5 if sc is None else [getattr(sc, q) for q in _ORDER])
                 case_idx.append(i)
                 forbidden.append(doc in forb)
+                expected_doc.append(doc in exp)
         self._s = np.asarray(rows, dtype=float).reshape(-1, 5)
         self._valid = ~np.isnan(self._s).any(axis=1)
         self._case = np.asarray(case_idx, dtype=np.int64)
         self._forbidden = np.asarray(forbidden, dtype=bool)
+        self._expected_doc = np.asarray(expected_doc, dtype=bool)
         n = len(self.results)
         self._expected = np.array([STATUS_CODE[r.case.expected_status] for r in self.results], dtype=np.int64).reshape(n)
+        self._has_sources = np.array([bool(r.case.expected_sources) for r in self.results], dtype=bool).reshape(n)
+        self._limit = np.asarray(self._limits, dtype=np.int64).reshape(n)
 
     def replay(self, t: GateThresholds) -> list[CaseResult]:
         out = []
@@ -107,8 +112,9 @@ class Replayer:
         return out
 
     def score(self, t: GateThresholds) -> dict[str, float]:
-        """`summary(self.replay(t))`, vectorised. Exact: the evidence limit only matters for leaks,
-        so the few cases with a forbidden document routed to evidence go through `apply_gate`."""
+        """`summary(self.replay(t))`, vectorised. Exact: the evidence limit only matters for leaks and
+        for the expected-source check, so the few cases where it could change either go through
+        `apply_gate`."""
         n = len(self.results)
         if not n:
             return summary([])
@@ -131,23 +137,40 @@ class Replayer:
                 gated, _ = apply_gate(self._passages[i], t, self._limits[i])
                 forb = set(self.results[i].case.forbidden_sources)
                 leak[i] = any(g.route is Route.EVIDENCE and g.doc_id in forb for g in gated)
-        correct = status == self._expected
-        truth = np.where(leak, -1, np.where(correct, 1, np.where(status == STATUS_CODE["insufficient_evidence"], 0, -1)))
+        # Expected source cited: among the evidence of an answer, among the conflicts of a conflict.
+        # The cap can only drop evidence, so it matters where an expected passage is routed to
+        # evidence and there are more evidence passages than the cap keeps.
+        ev_hit = np.bincount(self._case, weights=ev & self._expected_doc, minlength=n) > 0
+        cf_hit = np.bincount(self._case, weights=con & self._expected_doc, minlength=n) > 0
+        n_ev = np.bincount(self._case, weights=ev, minlength=n)
+        for i in np.flatnonzero(ev_hit & (n_ev > self._limit)):
+            gated, _ = apply_gate(self._passages[i], t, self._limits[i])
+            exp = set(self.results[i].case.expected_sources)
+            ev_hit[i] = any(g.route is Route.EVIDENCE and g.doc_id in exp for g in gated)
+        answered = status == STATUS_CODE["answer_from_evidence"]
+        conflicted = status == STATUS_CODE["premise_conflict"]
+        unsupported = self._has_sources & ((answered & ~ev_hit) | (conflicted & ~cf_hit))
+        status_ok = status == self._expected
+        correct = status_ok & ~unsupported & ~leak
+        truth = np.where(correct, 1, np.where(status == STATUS_CODE["insufficient_evidence"], 0, -1))
         unsafe = int((truth < 0).sum())
-        return {"cases": n, "status_accuracy": round(float(correct.mean()), 4), "truthfulness": round(float(truth.mean()), 4),
-                "unsafe_answers": unsafe, "unsafe_rate": round(unsafe / n, 4)}
+        return {"cases": n, "accuracy": round(float(correct.mean()), 4), "status_accuracy": round(float(status_ok.mean()), 4),
+                "truthfulness": round(float(truth.mean()), 4), "unsafe_answers": unsafe, "unsafe_rate": round(unsafe / n, 4)}
 
 
 def summary(results: list[CaseResult]) -> dict[str, float]:
-    """Accuracy, truthfulness and unsafe answers: the numbers the tuner trades off."""
+    """Accuracy (source-checked), status accuracy, truthfulness and unsafe answers: the numbers the
+    tuner trades off."""
     n = len(results)
     if not n:
-        return {"cases": 0, "status_accuracy": 0.0, "truthfulness": 0.0, "unsafe_answers": 0, "unsafe_rate": 0.0}
+        return {"cases": 0, "accuracy": 0.0, "status_accuracy": 0.0, "truthfulness": 0.0, "unsafe_answers": 0,
+                "unsafe_rate": 0.0}
     truth = [r.truthfulness() for r in results]
     unsafe = sum(1 for x in truth if x < 0)
     return {
         "cases": n,
-        "status_accuracy": round(sum(r.correct for r in results) / n, 4),
+        "accuracy": round(sum(r.correct for r in results) / n, 4),
+        "status_accuracy": round(sum(r.status_correct for r in results) / n, 4),
         "truthfulness": round(float(np.mean(truth)), 4),
         "unsafe_answers": unsafe,
         "unsafe_rate": round(unsafe / n, 4),
@@ -169,7 +192,8 @@ class TuneResult:
 
     @property
     def gain(self) -> dict[str, float]:
-        return {k: round(self.after[k] - self.before[k], 4) for k in ("truthfulness", "status_accuracy", "unsafe_rate")}
+        return {k: round(self.after[k] - self.before[k], 4)
+                for k in ("truthfulness", "accuracy", "status_accuracy", "unsafe_rate")}
 
     def env_lines(self) -> list[str]:
         return [f"{ENV_NAMES[f]}={getattr(self.thresholds, f):.2f}" for f in THRESHOLD_FIELDS]
@@ -184,7 +208,7 @@ class TuneResult:
 def _objective(s: dict[str, float], t: GateThresholds, anchor: GateThresholds, cap: float) -> tuple:
     feasible = s["unsafe_rate"] <= cap + 1e-12
     dist = sum(abs(getattr(t, f) - getattr(anchor, f)) for f in THRESHOLD_FIELDS)
-    return (feasible, s["truthfulness"] if feasible else -s["unsafe_rate"], s["status_accuracy"], -round(dist, 6))
+    return (feasible, s["truthfulness"] if feasible else -s["unsafe_rate"], s["accuracy"], -round(dist, 6))
 
 
 def _plateau_middle(values: list[float], keys: list[tuple], best: tuple) -> float:
@@ -298,8 +322,9 @@ def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: fl
 # -- reading a previous `sourcegate eval --json` --------------------------------------------------------
 
 def results_from_eval_json(data: dict[str, Any], cases: list[EvalCase]) -> list[CaseResult]:
-    """Rebuild CaseResults from `eval --json` output. The case file supplies what that output does not
-    carry (forbidden_sources); cases are matched by position and checked by query."""
+    """Rebuild CaseResults from `eval --json` output. The case file supplies the expected status and
+    expected sources the results are scored against (the forbidden sources too, where that output
+    does not carry them); cases are matched by position and checked by query."""
     rows = data.get("cases") if isinstance(data, dict) else None
     if not isinstance(rows, list):
         raise ValueError("the scores file is not `sourcegate eval --json` output: expected {\"cases\": [...]}")
@@ -325,13 +350,15 @@ def results_from_eval_json(data: dict[str, Any], cases: list[EvalCase]) -> list[
 
 
 def _fmt(s: dict[str, float]) -> str:
-    return f"truthfulness {s['truthfulness']:+.3f}, accuracy {s['status_accuracy']:.3f}, unsafe {s['unsafe_answers']}/{s['cases']}"
+    return (f"truthfulness {s['truthfulness']:+.3f}, accuracy {s['accuracy']:.3f} (status {s['status_accuracy']:.3f}), "
+            f"unsafe {s['unsafe_answers']}/{s['cases']}")
 
 
 @click.command("tune")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--max-unsafe", "max_unsafe", type=click.FloatRange(0.0, 1.0), default=0.0, show_default=True,
-              help="Highest share of unsafe answers (wrong or leaking a forbidden source) accepted.")
+              help="Highest share of unsafe answers (wrong status, no expected source cited, or a forbidden "
+                   "source used) accepted.")
 @click.option("--scores", "scores_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="Read judge scores from a previous `sourcegate eval FILE --json` instead of judging again.")
 @click.option("--folds", default=5, show_default=True, type=int, help="Folds for the held-out estimate (0: skip).")
@@ -386,7 +413,7 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
     click.echo("")
     click.echo(f"before: {_fmt(res.before)}")
     click.echo(f"after:  {_fmt(res.after)}")
-    click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['status_accuracy']:+.3f} "
+    click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
                f"(on the {res.cases} cases the thresholds were fitted to)")
     if res.cross_validated:
         cv = res.cross_validated
