@@ -74,6 +74,7 @@ def test_demo_eval_file(gate):
     """Thresholds hold on the original questions; the blind ones (written from the documents without
     running the judge) are reported apart in README.md, and must not leak a forbidden source either."""
     results = run_eval(gate, load_cases(DEMO_QUESTIONS))
+    assert sum(r.case.blind for r in results) == 9
     assert metrics(results)["forbidden_leaks"] == 0, [r.leaks for r in results if r.leaks]
     original = [r for r in results if not r.case.blind]
     m = metrics(original)
