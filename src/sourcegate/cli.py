@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import click
@@ -27,26 +28,36 @@ def _gate(settings: Settings, **kw):
               help="Folder holding the index and the audit log [env SOURCEGATE_HOME, default ./.sourcegate].")
 @click.option("--judge", "judge_name", type=click.Choice(["local", "typesafe", "recorded", "llm"]), envvar="SOURCEGATE_JUDGE",
               help="Judge backend [env SOURCEGATE_JUDGE, default local].")
+@click.option("-v", "--verbose", count=True,
+              help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info].")
 @click.version_option(package_name="sourcegate")
 @click.pass_context
-def cli(ctx: click.Context, home: Path | None, judge_name: str | None) -> None:
+def cli(ctx: click.Context, home: Path | None, judge_name: str | None, verbose: int) -> None:
     """sourcegate: answer only when a source supports it."""
     overrides = {}
     if home is not None:
         overrides["home"] = home
     if judge_name is not None:
         overrides["judge"] = judge_name
+    if verbose:
+        overrides["log_level"] = "debug" if verbose > 1 else "info"
     try:
         settings = Settings(**overrides)
     except Exception as e:
         raise click.ClickException(f"invalid settings: {e}") from None
     ctx.obj = {"settings": settings}
-    try:
-        from .logs import configure_logging
+    from .embed import configure_model_cache
+    from .logs import configure_logging, parse_level
 
-        configure_logging()
-    except ImportError:
-        pass
+    try:
+        level = parse_level(settings.log_level)
+    except ValueError as e:
+        raise click.ClickException(f"SOURCEGATE_LOG_LEVEL: {e}") from None
+    # People get answers and `warning: ...` lines; JSON logs are for servers and --verbose.
+    if level is None and ctx.invoked_subcommand in ("serve", "mcp"):
+        level = logging.INFO
+    configure_logging(level or logging.WARNING, human=level is None)
+    configure_model_cache(settings.cache_dir)
 
 
 # -- ingest / status ----------------------------------------------------------------------------

