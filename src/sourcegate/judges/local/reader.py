@@ -1,0 +1,149 @@
+"""The reader: a small cross-encoder over (question, passage), run as int8 ONNX with onnxruntime.
+
+It was trained with span supervision (`training/reader/`): for each passage it returns the
+probability that the passage states the answer, the margin of the best answer span over "no answer",
+the span itself, and an NLI reading of the question as a claim against the passage (the probability of
+contradiction). Passages longer than one window are read in overlapping windows and the most
+confident window is kept. All passages of a question go through in one padded batch.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .model import WEIGHTS_DIR
+
+ONNX_NAME = "reader.onnx"
+TOKENIZER_NAME = "reader_tokenizer.json"
+META_NAME = "reader.json"
+MAX_LEN = 256
+STRIDE = 96
+MAX_ANSWER_TOKENS = 30
+PAD_MULTIPLE = 8
+
+
+@dataclass
+class Reading:
+    p_answer: float  # the answerable head's probability
+    span_margin: float  # best span score minus the no-answer score (start + end logits)
+    span: str  # the best span's text ("" when the passage is empty)
+    p_contradiction: float  # NLI: the question, read as a claim, is contradicted by the passage
+    p_entailment: float
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -40, 40)))
+
+
+def _softmax(x, axis=-1):
+    z = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+class Reader:
+    def __init__(self, directory: Path | str = WEIGHTS_DIR, threads: int | None = None):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        d = Path(directory)
+        self.meta = json.loads((d / META_NAME).read_text())
+        self.version = str(self.meta.get("sha256", {}).get(ONNX_NAME, ""))[:10]
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:
+            opts.intra_op_num_threads = threads
+        self.session = ort.InferenceSession(str(d / ONNX_NAME), sess_options=opts, providers=["CPUExecutionProvider"])
+        self.tok = Tokenizer.from_file(str(d / TOKENIZER_NAME))
+        self.tok.no_truncation()
+        self.tok.no_padding()
+        self.max_len = int(self.meta.get("max_len", MAX_LEN))
+        self._lock = threading.Lock()
+
+    def _windows(self, q_ids: list[int], passage: str):
+        """(input ids, type ids, passage char offsets per token) for each window of the passage."""
+        enc = self.tok.encode(passage, add_special_tokens=False)
+        p_ids, offs = enc.ids, enc.offsets
+        cls, sep = self.tok.token_to_id("[CLS]"), self.tok.token_to_id("[SEP]")
+        q = q_ids[: 64]
+        room = max(16, self.max_len - len(q) - 3)
+        out = []
+        start = 0
+        while True:
+            part = p_ids[start:start + room]
+            ids = [cls] + q + [sep] + part + [sep]
+            tt = [0] * (len(q) + 2) + [1] * (len(part) + 1)
+            po = [None] * (len(q) + 2) + list(offs[start:start + room]) + [None]
+            out.append((ids, tt, po))
+            if start + room >= len(p_ids):
+                break
+            start += STRIDE
+        return out
+
+    def read(self, question: str, passages: list[str]) -> list[Reading]:
+        if not passages:
+            return []
+        q_ids = self.tok.encode(question or "", add_special_tokens=False).ids
+        rows, owner = [], []
+        for k, p in enumerate(passages):
+            for w in self._windows(q_ids, p or ""):
+                rows.append(w)
+                owner.append(k)
+        L = max(len(r[0]) for r in rows)
+        L = -(-L // PAD_MULTIPLE) * PAD_MULTIPLE
+        n = len(rows)
+        ids = np.zeros((n, L), dtype=np.int64)
+        tt = np.zeros((n, L), dtype=np.int64)
+        am = np.zeros((n, L), dtype=np.int64)
+        for i, (a, b, _) in enumerate(rows):
+            ids[i, : len(a)] = a
+            tt[i, : len(b)] = b
+            am[i, : len(a)] = 1
+        with self._lock:
+            start, end, ans, nli = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
+        best: dict[int, Reading] = {}
+        for i in range(n):
+            po = rows[i][2]
+            s, e = start[i, : len(po)], end[i, : len(po)]
+            null = float(s[0] + e[0])
+            # best span with start <= end < start + MAX_ANSWER_TOKENS over passage tokens
+            valid = np.array([o is not None for o in po])
+            sv = np.where(valid, s, -1e9)
+            ev = np.where(valid, e, -1e9)
+            m = sv[:, None] + ev[None, :]
+            tri = np.triu(np.ones_like(m, dtype=bool)) & ~np.triu(np.ones_like(m, dtype=bool), MAX_ANSWER_TOKENS)
+            m = np.where(tri, m, -1e9)
+            a, b = np.unravel_index(int(np.argmax(m)), m.shape)
+            margin = float(m[a, b]) - null if valid.any() else -20.0
+            text = passages[owner[i]] or ""
+            span = text[po[a][0]: po[b][1]] if valid.any() else ""
+            pn = _softmax(nli[i])
+            r = Reading(p_answer=float(_sigmoid(ans[i])), span_margin=margin, span=span,
+                        p_contradiction=float(pn[2]), p_entailment=float(pn[0]))
+            k = owner[i]
+            if k not in best or r.p_answer > best[k].p_answer:
+                if k in best:  # keep the strongest contradiction over the windows
+                    r.p_contradiction = max(r.p_contradiction, best[k].p_contradiction)
+                best[k] = r
+            else:
+                best[k].p_contradiction = max(best[k].p_contradiction, r.p_contradiction)
+        return [best[k] for k in range(len(passages))]
+
+
+_lock = threading.Lock()
+_cache: dict[str, Reader | None] = {}
+
+
+def load_reader(directory: Path | str | None = None) -> Reader | None:
+    """The shipped reader, or None when its files are absent (the judge then works without it)."""
+    key = str(directory or WEIGHTS_DIR)
+    with _lock:
+        if key not in _cache:
+            d = Path(key)
+            _cache[key] = Reader(d) if (d / ONNX_NAME).exists() and (d / META_NAME).exists() else None
+        return _cache[key]
