@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from store_servers import postgres_server, postgres_url  # noqa: F401  (fixtures)
+
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "corpus"
 DEMO_QUESTIONS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "questions.jsonl"
 # A clean, on-topic passage, and the same with a chat request planted at its end: the local judge's

@@ -1,4 +1,9 @@
-"""The store contract. Every store runs these same tests: add a backend to STORES."""
+"""The store contract. Every store runs these same tests: add a backend to STORES.
+
+PostgreSQL runs on a real server (tests/store_servers.py); Azure AI Search at the azure-core
+transport boundary (tests/fakes/azure_search.py), or on a real service when
+SOURCEGATE_TEST_AZURE_SEARCH_ENDPOINT and SOURCEGATE_TEST_AZURE_SEARCH_KEY are set.
+"""
 
 from __future__ import annotations
 
@@ -7,40 +12,56 @@ import pytest
 
 from sourcegate.embed import HashingEmbedder
 from sourcegate.models import Chunk, Document
-from sourcegate.store import SearchFilters
+from sourcegate.store import SearchFilters, open_store
 from sourcegate.store.sqlite import SqliteStore, fts_query
 
 EMB = HashingEmbedder(64)
 
 
-def sqlite_vec_store(path):
-    s = SqliteStore(path, EMB.id, EMB.dim)
-    if s.vector_backend != "sqlite-vec":
-        s.close()
-        pytest.skip("sqlite-vec cannot be loaded by this Python")
-    return s
+def _sqlite_vec(**kw):
+    def opener(request, tmp_path):
+        def open_(embedder_id=EMB.id, dim=EMB.dim):
+            s = SqliteStore(tmp_path / "index.db", embedder_id, dim, **kw)
+            if s.vector_backend != "sqlite-vec":
+                s.close()
+                pytest.skip("sqlite-vec cannot be loaded by this Python")
+            return s
+        return open_
+    return opener
 
 
-def sqlite_vec_knn_store(path):
-    s = SqliteStore(path, EMB.id, EMB.dim, dense_index="sqlite")
-    if s.vector_backend != "sqlite-vec":
-        s.close()
-        pytest.skip("sqlite-vec cannot be loaded by this Python")
-    return s
+def sqlite_numpy(request, tmp_path):
+    return lambda embedder_id=EMB.id, dim=EMB.dim: SqliteStore(tmp_path / "index.db", embedder_id, dim,
+                                                                vector_backend="numpy")
 
 
-def sqlite_numpy_store(path):
-    return SqliteStore(path, EMB.id, EMB.dim, vector_backend="numpy")
+def postgresql(request, tmp_path):
+    url = request.getfixturevalue("postgres_url")
+    return lambda embedder_id=EMB.id, dim=EMB.dim: open_store(url, embedder_id, dim)
 
 
-STORES = {"sqlite-vec": sqlite_vec_store, "sqlite-vec-knn": sqlite_vec_knn_store, "sqlite-numpy": sqlite_numpy_store}
+STORES = {"sqlite-vec": _sqlite_vec(), "sqlite-vec-knn": _sqlite_vec(dense_index="sqlite"),
+          "sqlite-numpy": sqlite_numpy, "postgresql": postgresql}
 
 
 @pytest.fixture(params=list(STORES))
-def store(request, tmp_path):
-    s = STORES[request.param](tmp_path / "index.db")
-    yield s
-    s.close()
+def open_same(request, tmp_path):
+    """Opens a store on the same index each time it is called (a second process, a restart)."""
+    opened = []
+
+    def open_(*args, **kw):
+        s = STORES[request.param](request, tmp_path)(*args, **kw)
+        opened.append(s)
+        return s
+
+    yield open_
+    for s in opened:
+        s.close()
+
+
+@pytest.fixture
+def store(open_same):
+    return open_same()
 
 
 def doc(doc_id, texts, status="current", version="1", source_type="procedure", title=None):
@@ -137,28 +158,35 @@ def test_mismatched_vectors_rejected(store):
         store.upsert_document(d, chunks, vecs[:1])
 
 
-def test_reopen_keeps_data_and_checks_embedder(tmp_path):
-    s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+def test_reopen_keeps_data_and_checks_embedder(open_same):
+    s = open_same()
     put(s, "A", ["persisted text"])
     s.close()
-    s2 = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+    s2 = open_same()
     assert s2.get_document("A") is not None
-    s2.close()
     with pytest.raises(RuntimeError, match="embedder"):
-        SqliteStore(tmp_path / "i.db", "other-embedder", 32)
+        open_same("other-embedder", 32)
 
 
-def test_writes_from_another_connection_are_seen(tmp_path):
-    reader = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
-    writer = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
+def test_writes_from_another_connection_are_seen(open_same):
+    reader, writer = open_same(), open_same()
     put(writer, "A", ["chlorine residual at the outlet"])
     q = EMB.embed(["chlorine residual"])[0]
     assert [h[0] for h in reader.dense_search(q, 5)] == ["A#0"]
     put(writer, "B", ["chlorine residual in the network"])
     writer.delete_document("A")
     assert [h[0] for h in reader.dense_search(q, 5)] == ["B#0"]
-    reader.close()
-    writer.close()
+    assert [h[0] for h in reader.lexical_search("chlorine residual", 5)] == ["B#0"]
+
+
+def test_export_gives_back_what_was_written(store):
+    put(store, "A", ["grease the bearings", "check the seal"], version="3")
+    exp = store.export_document("A")
+    assert exp.record.content_hash == "h-A-2" and exp.record.version == "3" and exp.record.source_path == "/src/A"
+    assert [(c.id, c.ordinal, c.text) for c in exp.chunks] == [("A#0", 0, "grease the bearings"), ("A#1", 1, "check the seal")]
+    assert exp.features == [{"k": 0}, {"k": 1}]
+    assert exp.vectors.shape == (2, EMB.dim) and np.allclose(exp.vectors, EMB.embed(["grease the bearings", "check the seal"]), atol=1e-6)
+    assert store.export_document("nope") is None
 
 
 def test_migrations_are_named_and_recorded(tmp_path):

@@ -71,7 +71,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
 
     err = Console(stderr=True)
     embedder = get_embedder(settings.embedder)
-    store = open_store(settings.store_url or settings.index_path, embedder.id, embedder.dim)
+    store = open_store(settings.store_location, embedder.id, embedder.dim, **settings.store_options())
     ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
                         max_file_bytes=int(settings.max_file_mb * 1024 * 1024))
     try:
@@ -95,13 +95,33 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     return report
 
 
+STORE_HELP = "sqlite:///path/index.db, postgresql://user:password@host/db or azure://SERVICE.search.windows.net/INDEX"
+
+
+def _open_store_or_fail(settings: Settings, location: str):
+    from .embed import get_embedder
+    from .store import open_store
+
+    embedder = get_embedder(settings.embedder)
+    try:
+        return open_store(location, embedder.id, embedder.dim, **settings.store_options())
+    except (RuntimeError, ImportError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+
+
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--prune", is_flag=True, help="Remove indexed documents that are no longer under the given paths.")
+@click.option("--store", "store_url", metavar="URL",
+              help=f"Index to write to: {STORE_HELP} [default: SOURCEGATE_STORE, else the embedded index].")
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool) -> None:
+def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, store_url: str | None) -> None:
     """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports)."""
-    report = run_ingest(_settings(ctx), list(paths), prune)
+    settings = _settings(ctx)
+    if store_url:
+        settings = settings.model_copy(update={"store_url": store_url})
+    _open_store_or_fail(settings, settings.store_location).close()  # a wrong URL fails before any parsing
+    report = run_ingest(settings, list(paths), prune)
     click.echo(report.summary())
     if report.failed:
         ctx.exit(1)
@@ -117,7 +137,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
     s = _settings(ctx)
     embedder = get_embedder(s.embedder)
-    store = open_store(s.store_url or s.index_path, embedder.id, embedder.dim)
+    store = open_store(s.store_location, embedder.id, embedder.dim, **s.store_options())
     st = store.stats()
     backend = getattr(store, "vector_backend", None)
     store.close()
@@ -133,6 +153,46 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"documents: {st.documents}, chunks: {st.chunks}")
     for status_name, counts in st.by_status.items():
         click.echo(f"  {status_name}: {counts['documents']} documents, {counts['chunks']} chunks")
+
+
+@cli.group("store")
+def store_group() -> None:
+    """Move an index between stores."""
+
+
+@store_group.command("copy")
+@click.argument("src", metavar="SRC")
+@click.argument("dst", metavar="DST")
+@click.option("--prune", is_flag=True, help="Remove from DST the documents SRC does not hold.")
+@click.pass_context
+def store_copy(ctx: click.Context, src: str, dst: str, prune: bool) -> None:
+    """Copy every document, vector and stored passage feature from SRC to DST, then check the counts.
+
+    SRC and DST are index locations: sqlite:///path/index.db (or just the path),
+    postgresql://user:password@host/db or azure://SERVICE.search.windows.net/INDEX. Nothing is
+    embedded again; documents already in DST with the same content are skipped, so an interrupted
+    copy can be run again."""
+    from .store import store_kind
+    from .store.copy import copy_store
+
+    s = _settings(ctx)
+    if store_kind(src) == "sqlite" and not Path(src.removeprefix("sqlite:///")).is_file():
+        raise click.ClickException(f"no index at {src}: give the path of an index.db (sourcegate status shows it)")
+    source = _open_store_or_fail(s, src)
+    try:
+        target = _open_store_or_fail(s, dst)
+        try:
+            report = copy_store(source, target, prune=prune)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    click.echo(report.summary())
+    for line in report.mismatches:
+        click.echo(f"mismatch: {line}", err=True)
+    if not report.ok:
+        ctx.exit(1)
+    click.echo("counts checked: the destination holds every source document with the same content and chunk count")
 
 
 # -- ask / demo -----------------------------------------------------------------------------------
@@ -180,7 +240,7 @@ def ensure_demo_corpus(settings: Settings) -> None:
     from .store import open_store
 
     embedder = get_embedder(settings.embedder)
-    store = open_store(settings.store_url or settings.index_path, embedder.id, embedder.dim)
+    store = open_store(settings.store_location, embedder.id, embedder.dim, **settings.store_options())
     try:
         present = store.get_document("PROC-P200-BRG-R2") is not None
     finally:

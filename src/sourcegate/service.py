@@ -67,7 +67,8 @@ class SourceGate:
                  judge: Judge | None = None, writer: Writer | None = None, audit: AuditLog | None | bool = True):
         self.settings = settings
         self.embedder = embedder or get_embedder(settings.embedder)
-        self.store = store or open_store(settings.store_url or settings.index_path, self.embedder.id, self.embedder.dim)
+        self.store = store or open_store(settings.store_location, self.embedder.id, self.embedder.dim,
+                                         **settings.store_options())
         self._judge = judge
         self.writer = writer or ExtractiveWriter()
         if audit is True:

@@ -22,8 +22,10 @@ class Settings(BaseSettings):
     # Where the embedded index and the audit log live. (Not a field named `home`: environment
     # variables also match field names, and every shell has HOME.)
     sourcegate_home: Path = Field(Path(".sourcegate"), validation_alias=_env("SOURCEGATE_HOME"))
-    # Store URL: "sqlite:///path/to/index.db" (default: SOURCEGATE_HOME/index.db).
+    # Store URL: "sqlite:///path/to/index.db" (default: SOURCEGATE_HOME/index.db),
+    # "postgresql://user:password@host/db" or "azure://SERVICE.search.windows.net/INDEX".
     store_url: str | None = Field(None, validation_alias=_env("SOURCEGATE_STORE"))
+    azure_search_api_key: str | None = Field(None, validation_alias=_env("AZURE_SEARCH_API_KEY"))
     embedder: str = Field("use-multilingual", validation_alias=_env("SOURCEGATE_EMBEDDER"))
     max_file_mb: float = Field(50.0, validation_alias=_env("SOURCEGATE_MAX_FILE_MB"))
     chunk_size: int = Field(800, validation_alias=_env("SOURCEGATE_CHUNK_SIZE"))
@@ -118,6 +120,15 @@ class Settings(BaseSettings):
         if self.store_url and self.store_url.startswith("sqlite:///"):
             return Path(self.store_url[len("sqlite:///"):])
         return self.home / "index.db"
+
+    @property
+    def store_location(self) -> str:
+        """The store URL, or the embedded index's path."""
+        return self.store_url or str(self.index_path)
+
+    def store_options(self) -> dict:
+        """Keyword arguments of `open_store` that come from settings."""
+        return {"language": self.library_language, "azure_api_key": self.azure_search_api_key}
 
     @property
     def audit_path(self) -> Path:

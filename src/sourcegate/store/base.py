@@ -37,6 +37,16 @@ class DocumentRecord:
 
 
 @dataclass
+class ExportedDocument:
+    """A document as stored, with everything needed to write it into another store."""
+
+    record: DocumentRecord
+    chunks: list[Chunk]
+    vectors: np.ndarray
+    features: list[dict | None]
+
+
+@dataclass
 class StoreStats:
     documents: int
     chunks: int
@@ -69,6 +79,9 @@ class Store(Protocol):
 
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored (normalised) vectors of the given chunks."""
+
+    def export_document(self, doc_id: str) -> ExportedDocument | None:
+        """The document's record, chunks in order, their vectors and stored features (for copying)."""
 
     def stats(self) -> StoreStats: ...
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import DocumentRecord, SearchFilters, StoreStats
+from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats
 
 log = logging.getLogger(__name__)
 
@@ -517,6 +517,21 @@ class SqliteStore:
                 list(by_rowid),
             ).fetchall() if by_rowid else []
         return {by_rowid[rid]: np.frombuffer(blob, dtype=np.float32) for rid, blob in vecs}
+
+    def export_document(self, doc_id: str) -> ExportedDocument | None:
+        with self._lock:
+            r = self._conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id=?", (doc_id,)).fetchone()
+            if r is None:
+                return None
+            rows = self._conn.execute(
+                "SELECT rowid, id, ordinal, text, page, heading, features FROM chunks WHERE doc_id=? ORDER BY ordinal",
+                (doc_id,)).fetchall()
+            vecs = self.get_vectors([x[1] for x in rows])
+        chunks = [Chunk(id=x[1], doc_id=doc_id, ordinal=x[2], text=x[3], page=x[4], heading=x[5]) for x in rows]
+        vectors = (np.vstack([vecs[c.id] for c in chunks]).astype(np.float32) if chunks
+                   else np.zeros((0, self.dim), np.float32))
+        return ExportedDocument(record=self._record(r), chunks=chunks, vectors=vectors,
+                                features=[json.loads(x[6]) if x[6] else None for x in rows])
 
     def stats(self) -> StoreStats:
         with self._lock:

@@ -1,0 +1,443 @@
+"""PostgreSQL store: pgvector (HNSW, cosine) for vectors and PostgreSQL full-text search (`tsvector`,
+`websearch_to_tsquery`, `ts_rank_cd`) for lexical search, in one database that several `serve`
+processes and one `ingest` share.
+
+    SOURCEGATE_STORE=postgresql://user:password@host:5432/dbname
+
+Same contract and same results as the SQLite store (tests/test_store_contract.py runs on both):
+
+- Text is folded (lower case, no accents) and cut at every non-alphanumeric character before
+  PostgreSQL sees it, as SQLite's `unicode61` tokenizer does, so "P-200" is indexed as the
+  phrase "p 200" rather than as "p" and the negative number "-200".
+- The text search configuration (stemming, stop words) is the library's language
+  (`SOURCEGATE_LIBRARY_LANGUAGE`: en -> english, fr -> french, ...), recorded when the store is
+  created; opening it with another language is refused rather than silently mixing stemmers.
+- Filters (status, source type, version) are columns of `chunks`, applied inside both searches.
+  Dense search asks pgvector for an iterative, strictly ordered HNSW scan, so a filter never
+  leaves it with fewer than k results while matching rows exist.
+- A document and all its chunks are replaced in one transaction (`ON CONFLICT` upserts, then the
+  chunks that are no longer part of it deleted): readers see the old version or the new one.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import struct
+from datetime import datetime, timezone
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from ..models import Candidate, Chunk, Document
+from ..normalize import fold
+from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats
+from .sqlite import fts_terms
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = 'the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install "sourcegate[postgres]"'
+
+# ISO 639-1 codes (SOURCEGATE_LIBRARY_LANGUAGE) to PostgreSQL's built-in text search configurations.
+TEXT_SEARCH_CONFIGS = {
+    "ar": "arabic", "ca": "catalan", "da": "danish", "de": "german", "el": "greek", "en": "english",
+    "es": "spanish", "eu": "basque", "fi": "finnish", "fr": "french", "ga": "irish", "hi": "hindi",
+    "hu": "hungarian", "hy": "armenian", "id": "indonesian", "it": "italian", "lt": "lithuanian",
+    "ne": "nepali", "nl": "dutch", "no": "norwegian", "pt": "portuguese", "ro": "romanian", "ru": "russian",
+    "sr": "serbian", "sv": "swedish", "ta": "tamil", "tr": "turkish", "yi": "yiddish",
+}
+
+# Lexical search on large libraries: as in the SQLite store, common terms are left to dense search
+# and rare ones (identifiers, part numbers) kept, within a budget of postings. PostgreSQL's own
+# statistics (pg_stats.most_common_elems, gathered by ANALYZE) give each lexeme's frequency.
+LEXICAL_PRUNE_MIN_CHUNKS = 5000
+LEXICAL_POSTINGS_BUDGET = 0.10  # share of the chunks
+STATS_REFRESH_S = 300.0
+
+_ADVISORY_LOCK = 0x736F7572  # "sour": serialises migrations between processes that start together
+
+
+def text_search_config(language: str) -> str:
+    """'fr' -> 'french'; a configuration name is accepted as is; anything else -> 'simple'."""
+    lang = (language or "").strip().lower()
+    if lang in TEXT_SEARCH_CONFIGS.values() or lang == "simple":
+        return lang
+    return TEXT_SEARCH_CONFIGS.get(lang.split("-")[0].split("_")[0], "simple")
+
+
+_SEPARATORS = re.compile(r"[\W_]+", re.UNICODE)
+
+
+def tsv_text(*parts: str | None) -> str:
+    """What PostgreSQL indexes: folded words separated by single spaces."""
+    return " ".join(_SEPARATORS.sub(" ", fold(p)).strip() for p in parts if p).strip()
+
+
+def tsquery_terms(query: str) -> list[str]:
+    """The query's terms as `websearch_to_tsquery` input: single words, and identifiers as quoted
+    phrases ("p 200"), in the order of the SQLite store's FTS5 query."""
+    out = []
+    for term in fts_terms(fold(query)):
+        words = _SEPARATORS.sub(" ", term.strip('"')).split()
+        if words:
+            out.append('"' + " ".join(words) + '"' if len(words) > 1 else words[0])
+    return list(dict.fromkeys(out))
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for `status` and logs."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
+
+
+def _migrations(dim: int) -> list[tuple[str, list[str]]]:
+    return [
+        ("0000_pgvector", ["CREATE EXTENSION IF NOT EXISTS vector"]),
+        (
+            "0001_documents_and_chunks",
+            [
+                """CREATE TABLE documents (
+                    id text PRIMARY KEY, title text NOT NULL, url text, source_type text, version text,
+                    status text NOT NULL DEFAULT 'current', updated_at text, content_hash text NOT NULL,
+                    source_path text, chunk_count integer NOT NULL DEFAULT 0,
+                    ingested_at timestamptz NOT NULL DEFAULT now())""",
+                "CREATE INDEX documents_status ON documents (status)",
+                # status, source_type and version are copied from the document so both searches
+                # filter without a join; a document's chunks are always rewritten with it.
+                f"""CREATE TABLE chunks (
+                    id text PRIMARY KEY, doc_id text NOT NULL REFERENCES documents (id) ON DELETE CASCADE,
+                    ordinal integer NOT NULL, text text NOT NULL, page integer, heading text,
+                    status text NOT NULL, source_type text NOT NULL DEFAULT '', version text NOT NULL DEFAULT '',
+                    features jsonb, embedding vector({int(dim)}) NOT NULL, tsv tsvector NOT NULL)""",
+                "CREATE INDEX chunks_doc ON chunks (doc_id, ordinal)",
+            ],
+        ),
+        (
+            "0002_search_indexes",
+            [
+                "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) "
+                "WITH (m = 16, ef_construction = 64)",
+                "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
+            ],
+        ),
+    ]
+
+
+def _vector_adapters(conn) -> None:
+    """Binary adapters between numpy arrays and pgvector's `vector` (pgvector's wire format: two
+    big-endian uint16, dim and 0, then dim big-endian float32)."""
+    from psycopg.adapt import Dumper, Loader
+    from psycopg.pq import Format
+    from psycopg.types import TypeInfo
+
+    info = TypeInfo.fetch(conn, "vector")
+    if info is None:
+        raise RuntimeError("the pgvector extension is not installed in this database")
+
+    class VectorDumper(Dumper):
+        format = Format.BINARY
+        oid = info.oid
+
+        def dump(self, obj):
+            a = np.asarray(obj, dtype=">f4").reshape(-1)
+            return struct.pack(">HH", a.size, 0) + a.tobytes()
+
+    class VectorBinaryLoader(Loader):
+        format = Format.BINARY
+
+        def load(self, data):
+            return np.frombuffer(bytes(data), dtype=">f4", offset=4).astype(np.float32)
+
+    class VectorTextLoader(Loader):
+        format = Format.TEXT
+
+        def load(self, data):
+            return np.array(bytes(data).decode().strip("[]").split(","), dtype=np.float32)
+
+    conn.adapters.register_dumper(np.ndarray, VectorDumper)
+    conn.adapters.register_loader(info.oid, VectorBinaryLoader)
+    conn.adapters.register_loader(info.oid, VectorTextLoader)
+
+
+class PostgresStore:
+    vector_backend = "pgvector-hnsw"
+
+    def __init__(self, url: str, embedder_id: str, dim: int, *, language: str = "en", pool_size: int = 4,
+                 ef_search: int = 100, connect_timeout: float = 10.0):
+        """`pool_size` connections at most (a `serve` process needs one per concurrent question);
+        `ef_search` is HNSW's candidate list at query time (recall against latency)."""
+        try:
+            import psycopg
+            from psycopg_pool import ConnectionPool
+        except ImportError as e:
+            raise ImportError(INSTALL_HINT) from e
+        self.url = url
+        self.location = redact_url(url)
+        self.embedder_id = embedder_id
+        self.dim = dim
+        self.ef_search = int(ef_search)
+        requested = text_search_config(language)
+        try:
+            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+                self.text_config = self._migrate(conn, requested)
+        except psycopg.OperationalError as e:
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise RuntimeError(f"cannot connect to PostgreSQL at {self.location}: {first} "
+                               "(check SOURCEGATE_STORE and that the server is running)") from None
+        self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), kwargs={"autocommit": True},
+                                    configure=self._configure, open=True, name="sourcegate",
+                                    timeout=max(connect_timeout, 30.0))
+        self._lexeme_freq: tuple[float, int, dict[str, float]] | None = None
+
+    # -- schema -------------------------------------------------------------------------------
+    def _migrate(self, conn, requested_config: str) -> str:
+        import psycopg
+
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key text PRIMARY KEY, value text NOT NULL)")
+            done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+            for name, statements in _migrations(self.dim):
+                if name in done:
+                    continue
+                try:
+                    with conn.transaction():
+                        for s in statements:
+                            conn.execute(s)
+                        conn.execute("INSERT INTO schema_migrations VALUES (%s, %s)", (name, datetime.now(timezone.utc)))
+                except psycopg.errors.InsufficientPrivilege as e:
+                    if name == "0000_pgvector":
+                        raise RuntimeError(
+                            f"the pgvector extension is not installed in {self.location} and this user may not "
+                            "install it: ask an administrator to run CREATE EXTENSION vector; in that database") from e
+                    raise
+            stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if "embedder" in stored and (stored["embedder"] != self.embedder_id or int(stored["dim"]) != self.dim):
+                raise RuntimeError(
+                    f"The index {self.location} was built with embedder {stored['embedder']} ({stored['dim']}-d), not "
+                    f"{self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or another database.")
+            config = stored.get("text_search_config", requested_config)
+            if config != requested_config:
+                raise RuntimeError(
+                    f"The index {self.location} was built for text search configuration {config!r}, not "
+                    f"{requested_config!r}: set SOURCEGATE_LIBRARY_LANGUAGE to the library's language, or use "
+                    "another database for a library in another language.")
+            if conn.execute("SELECT 1 FROM pg_ts_config WHERE cfgname = %s", (config,)).fetchone() is None:
+                raise RuntimeError(f"PostgreSQL has no text search configuration {config!r}")
+            for k, v in (("embedder", self.embedder_id), ("dim", str(self.dim)), ("text_search_config", config)):
+                conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (k, v))
+        return config
+
+    def _configure(self, conn) -> None:
+        _vector_adapters(conn)
+        # A strictly ordered iterative scan: filtered-out rows make HNSW look further instead of
+        # returning fewer than k rows (pgvector 0.8).
+        conn.execute(f"SET hnsw.ef_search = {self.ef_search}")
+        conn.execute("SET hnsw.iterative_scan = strict_order")
+
+    def migrations(self) -> list[str]:
+        with self._pool.connection() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    # -- writes -------------------------------------------------------------------------------
+    _UPSERT_DOC = """INSERT INTO documents (id, title, url, source_type, version, status, updated_at, content_hash,
+        source_path, chunk_count, ingested_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+        ON CONFLICT (id) DO UPDATE SET title = excluded.title, url = excluded.url, source_type = excluded.source_type,
+        version = excluded.version, status = excluded.status, updated_at = excluded.updated_at,
+        content_hash = excluded.content_hash, source_path = excluded.source_path, chunk_count = excluded.chunk_count,
+        ingested_at = excluded.ingested_at"""
+
+    _UPSERT_CHUNK = """INSERT INTO chunks (id, doc_id, ordinal, text, page, heading, status, source_type, version,
+        features, embedding, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s))
+        ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, ordinal = excluded.ordinal, text = excluded.text,
+        page = excluded.page, heading = excluded.heading, status = excluded.status,
+        source_type = excluded.source_type, version = excluded.version, features = excluded.features,
+        embedding = excluded.embedding, tsv = excluded.tsv"""
+
+    def upsert_document(self, doc: Document, chunks: list[Chunk], vectors: np.ndarray,
+                        features: list[dict | None] | None = None, source_path: str | None = None) -> None:
+        from psycopg.types.json import Jsonb
+
+        if len(chunks) != len(vectors):
+            raise ValueError("one vector per chunk is required")
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(chunks) and vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index expects {self.dim}")
+        features = features or [None] * len(chunks)
+        status = doc.status or "current"
+        rows = [
+            (ch.id, doc.id, ch.ordinal, ch.text, ch.page, ch.heading, status, doc.source_type or "", doc.version or "",
+             Jsonb(feat) if feat is not None else None, vec, self.text_config,
+             tsv_text(doc.title, ch.heading, ch.text))
+            for ch, vec, feat in zip(chunks, vectors, features)
+        ]
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
+                                            doc.updated_at, doc.content_hash, source_path, len(chunks)))
+            conn.execute("DELETE FROM chunks WHERE doc_id = %s AND NOT (id = ANY(%s))", (doc.id, [c.id for c in chunks]))
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(self._UPSERT_CHUNK, rows)
+
+    def delete_document(self, doc_id: str) -> bool:
+        with self._pool.connection() as conn:
+            return conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,)).rowcount > 0
+
+    # -- reads --------------------------------------------------------------------------------
+    _DOC_COLS = "id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count"
+
+    @staticmethod
+    def _record(r) -> DocumentRecord:
+        return DocumentRecord(id=r[0], title=r[1], url=r[2], source_type=r[3], version=r[4], status=r[5],
+                              updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9])
+
+    def get_document(self, doc_id: str) -> DocumentRecord | None:
+        with self._pool.connection() as conn:
+            r = conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
+        return self._record(r) if r else None
+
+    def list_documents(self) -> list[DocumentRecord]:
+        with self._pool.connection() as conn:
+            rows = conn.execute(f"SELECT {self._DOC_COLS} FROM documents ORDER BY id").fetchall()
+        return [self._record(r) for r in rows]
+
+    @staticmethod
+    def _filter_sql(filters: SearchFilters) -> tuple[str, list]:
+        clauses, params = [], []
+        if filters.exclude_status:
+            clauses.append("status <> ALL(%s)")
+            params.append(list(filters.exclude_status))
+        for col in ("status", "source_type", "version"):
+            val = getattr(filters, col)
+            if val is not None:
+                clauses.append(f"{col} = %s")
+                params.append(val)
+        return " AND ".join(clauses), params
+
+    def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        q = np.asarray(vector, dtype=np.float32).reshape(-1)
+        where, params = self._filter_sql(filters)
+        sql = ("SELECT id, 1 - (embedding <=> %b) FROM chunks" + (f" WHERE {where}" if where else "")
+               + " ORDER BY embedding <=> %b LIMIT %s")
+        with self._pool.connection() as conn:
+            rows = conn.execute(sql, [q, *params, q, k]).fetchall()
+        return [(cid, float(s)) for cid, s in rows]
+
+    def lexical_search(self, query: str, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
+        if k <= 0:
+            return []
+        terms = tsquery_terms(query)
+        if not terms:
+            return []
+        where, params = self._filter_sql(filters)
+        with self._pool.connection() as conn:
+            terms = self._prune(conn, terms)
+            # Normalisation 1 divides the rank by 1 + log(length), as BM25 favours shorter passages.
+            sql = ("SELECT id, ts_rank_cd(tsv, q, 1) AS score FROM chunks, websearch_to_tsquery(%s::regconfig, %s) q "
+                   "WHERE tsv @@ q" + (f" AND {where}" if where else "") + " ORDER BY score DESC, id LIMIT %s")
+            rows = conn.execute(sql, [self.text_config, " or ".join(terms), *params, k]).fetchall()
+        return [(cid, float(s)) for cid, s in rows]
+
+    def _prune(self, conn, terms: list[str]) -> list[str]:
+        """Rarest terms first within a budget of postings, on large libraries (see the SQLite store)."""
+        n, freq = self._lexeme_frequencies(conn)
+        if n < LEXICAL_PRUNE_MIN_CHUNKS or not freq:
+            return terms
+        rows = conn.execute(
+            "SELECT t, array(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, t))) FROM unnest(%s::text[]) t",
+            (self.text_config, [t.strip('"') for t in terms]),
+        ).fetchall()
+        lexemes = {t: lx for t, lx in zip(terms, (r[1] for r in rows))}
+        floor = min(freq.values())  # lexemes outside the most common list are rarer than the rarest in it
+
+        def df(lexeme: str) -> float:
+            return freq.get(lexeme, floor / 2) * n
+
+        costed = [(min((df(x) for x in lexemes[t]), default=0.0), sum(df(x) for x in lexemes[t]), t)
+                  for t in terms if lexemes[t]]
+        budget, spent, kept = LEXICAL_POSTINGS_BUDGET * n, 0.0, []
+        for _, cost, t in sorted(costed):
+            if len(kept) >= 2 and spent + cost > budget:
+                break
+            kept.append(t)
+            spent += cost
+        return kept or terms
+
+    def _lexeme_frequencies(self, conn) -> tuple[int, dict[str, float]]:
+        """(estimated chunk count, lexeme -> share of chunks) from the planner's statistics."""
+        import time
+
+        now = time.monotonic()
+        if self._lexeme_freq is None or now - self._lexeme_freq[0] > STATS_REFRESH_S:
+            n_row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'chunks'::regclass").fetchone()
+            n = int(max(n_row[0], 0)) if n_row else 0
+            freq: dict[str, float] = {}
+            row = conn.execute(
+                "SELECT most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats "
+                "WHERE tablename = 'chunks' AND attname = 'tsv' AND schemaname = current_schema()").fetchone()
+            if row and row[0]:
+                freq = {lx: float(f) for lx, f in zip(row[0], row[1])}
+            self._lexeme_freq = (now, n, freq)
+        return self._lexeme_freq[1], self._lexeme_freq[2]
+
+    def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
+        if not chunk_ids:
+            return []
+        with self._pool.connection() as conn:
+            rows = conn.execute(
+                """SELECT c.id, c.doc_id, d.title, c.text, d.url, d.version, d.status, d.source_type, d.content_hash,
+                   c.page, c.heading, c.features FROM chunks c JOIN documents d ON d.id = c.doc_id
+                   WHERE c.id = ANY(%s)""", (list(chunk_ids),)).fetchall()
+        by_id = {
+            r[0]: Candidate(id=r[0], doc_id=r[1], title=r[2], text=r[3], url=r[4], version=r[5], status=r[6],
+                            source_type=r[7], content_hash=r[8], page=r[9], heading=r[10], passage_features=r[11])
+            for r in rows
+        }
+        return [by_id[i] for i in chunk_ids if i in by_id]
+
+    def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
+        if not chunk_ids:
+            return {}
+        with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+            rows = cur.execute("SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (list(chunk_ids),)).fetchall()
+        return {cid: vec for cid, vec in rows}
+
+    def export_document(self, doc_id: str) -> ExportedDocument | None:
+        with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+            r = cur.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
+            if r is None:
+                return None
+            rows = cur.execute("SELECT id, ordinal, text, page, heading, features, embedding FROM chunks "
+                               "WHERE doc_id = %s ORDER BY ordinal", (doc_id,)).fetchall()
+        chunks = [Chunk(id=x[0], doc_id=doc_id, ordinal=x[1], text=x[2], page=x[3], heading=x[4]) for x in rows]
+        vectors = np.vstack([x[6] for x in rows]) if rows else np.zeros((0, self.dim), np.float32)
+        return ExportedDocument(record=self._record(r), chunks=chunks, vectors=vectors, features=[x[5] for x in rows])
+
+    def stats(self) -> StoreStats:
+        with self._pool.connection() as conn:
+            docs = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+            chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            by_status = {
+                status: {"documents": nd, "chunks": int(nc)}
+                for status, nd, nc in conn.execute(
+                    "SELECT status, count(*), coalesce(sum(chunk_count), 0) FROM documents GROUP BY status ORDER BY status")
+            }
+        return StoreStats(documents=docs, chunks=chunks, by_status=by_status, embedder=self.embedder_id,
+                          location=self.location)
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics (autovacuum does it too; worth doing after a bulk load)."""
+        with self._pool.connection() as conn:
+            conn.execute("ANALYZE documents")
+            conn.execute("ANALYZE chunks")
+        self._lexeme_freq = None
+
+    def close(self) -> None:
+        self._pool.close()
