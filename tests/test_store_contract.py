@@ -14,6 +14,7 @@ from sourcegate.embed import HashingEmbedder
 from sourcegate.models import Chunk, Document
 from sourcegate.store import SearchFilters, open_store
 from sourcegate.store.sqlite import SqliteStore, fts_query
+from live_azure import ENDPOINT as LIVE_AZURE
 
 EMB = HashingEmbedder(64)
 
@@ -40,8 +41,30 @@ def postgresql(request, tmp_path):
     return lambda embedder_id=EMB.id, dim=EMB.dim: open_store(url, embedder_id, dim)
 
 
+def azure_fake(request, tmp_path):
+    """Azure AI Search at the transport boundary: one in-memory service per test."""
+    from azure.core.credentials import AzureKeyCredential
+
+    from fakes.azure_search import FakeSearchService, FakeSearchTransport
+    from sourcegate.store.azure import AzureSearchStore
+
+    service = request.node.__dict__.setdefault("azure_service", FakeSearchService())
+    return lambda embedder_id=EMB.id, dim=EMB.dim: AzureSearchStore(
+        "https://contract.search.windows.net", "contract", embedder_id, dim,
+        credential=AzureKeyCredential(service.api_key), transport=FakeSearchTransport(service))
+
+
+def azure_live(request, tmp_path):
+    """A real Azure AI Search service, when SOURCEGATE_TEST_AZURE_SEARCH_ENDPOINT and _KEY are set."""
+    from live_azure import live_azure_store
+
+    return live_azure_store(request, EMB)
+
+
 STORES = {"sqlite-vec": _sqlite_vec(), "sqlite-vec-knn": _sqlite_vec(dense_index="sqlite"),
-          "sqlite-numpy": sqlite_numpy, "postgresql": postgresql}
+          "sqlite-numpy": sqlite_numpy, "postgresql": postgresql, "azure": azure_fake}
+if LIVE_AZURE:
+    STORES["azure-live"] = azure_live
 
 
 @pytest.fixture(params=list(STORES))

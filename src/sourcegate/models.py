@@ -90,6 +90,8 @@ class Candidate:
     dense_score: float = 0.0
     lexical_score: float = 0.0
     score: float = 0.0
+    # The search service's semantic reranker score (Azure AI Search), when it ran.
+    reranker_score: float | None = None
     # Passage-only judge features computed at ingest (injection, superseded), if stored.
     passage_features: dict[str, Any] | None = None
     # The stored embedding of the chunk, when the store returns it.

@@ -104,12 +104,23 @@ class Retriever:
         vecs = self.embedder.embed(texts)
         qv = vecs[0]
         t1 = time.perf_counter()
-        dense = dict(self.store.dense_search(qv, s.dense_pool, filters))
-        if len(vecs) > 1:
-            for cid, sim in self.store.dense_search(vecs[1], s.dense_pool, filters):
-                dense[cid] = max(sim, dense.get(cid, -1.0))
         lexical_text = bridged or query
-        lexical = self.store.lexical_search(lexical_text, s.lexical_pool, filters)
+        reranker: dict[str, float] = {}
+        hybrid = getattr(self.store, "hybrid_search", None)
+        if hybrid is not None:
+            # A search service that fuses text and vectors itself (Azure AI Search, with its
+            # semantic ranker where enabled) returns one pool in one request; it then goes through
+            # the same rerank, with similarities from the stored vectors.
+            hits = hybrid(lexical_text, list(vecs), s.dense_pool + s.lexical_pool, s.dense_pool, filters)
+            dense = {}
+            lexical = [(h.id, h.score) for h in hits]
+            reranker = {h.id: h.reranker_score for h in hits if h.reranker_score is not None}
+        else:
+            dense = dict(self.store.dense_search(qv, s.dense_pool, filters))
+            if len(vecs) > 1:
+                for cid, sim in self.store.dense_search(vecs[1], s.dense_pool, filters):
+                    dense[cid] = max(sim, dense.get(cid, -1.0))
+            lexical = self.store.lexical_search(lexical_text, s.lexical_pool, filters)
         t2 = time.perf_counter()
         ids = list(dict.fromkeys([*dense.keys(), *(cid for cid, _ in lexical)]))
         # One fetch serves both: the similarity of BM25-only hits and the vectors handed to the judge.
@@ -128,6 +139,7 @@ class Retriever:
             c.dense_score = round(dense.get(cid, 0.0), 4)
             c.lexical_score = round(lex_scores.get(cid, 0.0), 4)
             c.score = round(score, 4)
+            c.reranker_score = reranker.get(cid)
             c.embedding = vectors.get(cid)
             out.append(c)
         t3 = time.perf_counter()

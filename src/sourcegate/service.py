@@ -200,6 +200,7 @@ class SourceGate:
             "candidates": [
                 {"id": c.id, "doc_id": c.doc_id, "version": c.version, "status": c.status,
                  "content_hash": c.content_hash, "retrieval_score": c.score,
+                 **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,
                  "route": r.value, "reason": reason}
                 for c, j, r, reason in final

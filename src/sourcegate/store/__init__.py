@@ -32,7 +32,10 @@ def open_store(url_or_path: str | Path, embedder_id: str, dim: int, *, language:
 
         return PostgresStore(url, embedder_id=embedder_id, dim=dim, language=language, **options)
     if kind == "azure":
-        raise NotImplementedError("The Azure AI Search store is not available in this version.")
+        from .azure import AzureSearchStore
+
+        return AzureSearchStore.from_url(url, embedder_id=embedder_id, dim=dim, language=language,
+                                         api_key=azure_api_key, **options)
     if url.startswith("sqlite:///"):
         url = url[len("sqlite:///"):]
     from .sqlite import SqliteStore
