@@ -74,6 +74,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     store = open_store(settings.store_location, embedder.id, embedder.dim, **settings.store_options())
     ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
                         max_file_bytes=int(settings.max_file_mb * 1024 * 1024))
+    ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
     try:
         if err.is_terminal and not quiet:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -123,6 +124,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, store_url: 
     _open_store_or_fail(settings, settings.store_location).close()  # a wrong URL fails before any parsing
     report = run_ingest(settings, list(paths), prune)
     click.echo(report.summary())
+    if report.interrupted_by is not None:
+        ctx.exit(128 + report.interrupted_by)
     if report.failed:
         ctx.exit(1)
 

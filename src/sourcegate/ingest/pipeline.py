@@ -6,6 +6,11 @@ import hashlib
 import json
 import logging
 import os
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -27,10 +32,16 @@ class IngestReport:
     removed: int = 0
     chunks: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    # The signal that stopped the run early (every document written is whole; the rest is
+    # picked up by the next ingest), or None.
+    interrupted_by: int | None = None
 
     def summary(self) -> str:
-        return (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
+        text = (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
                 f"{self.removed} removed, {len(self.failed)} failed ({self.chunks} chunks written)")
+        if self.interrupted_by is not None:
+            text += f"; interrupted by {signal.Signals(self.interrupted_by).name}: run ingest again to finish"
+        return text
 
 
 def content_hash(doc: Document, salt: str = "") -> str:
@@ -71,6 +82,15 @@ def _features_version() -> str:
         return "none"
 
 
+class _Stopped(Exception):
+    """Raised inside the ingestor when a stop was requested."""
+
+
+@contextmanager
+def _no_guard():
+    yield
+
+
 # Set in the parent just before worker processes fork, so they share the loaded model.
 _WORKER_EMBEDDER: Embedder | None = None
 
@@ -90,6 +110,62 @@ def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None 
     return vectors, feats
 
 
+PARENT_CHECK_S = 1.0
+
+
+def _end_with_parent(parent_pid: int) -> None:
+    """Initializer of the embedding workers: end when the parent ends, however it ends.
+
+    Linux delivers SIGKILL on the parent's death (PR_SET_PDEATHSIG); elsewhere, and in case the
+    parent died before that was set, a thread notices the worker was re-parented and exits. The
+    parent handles SIGTERM and Ctrl-C for the whole run; its workers take the default action."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except Exception:  # no libc prctl: the watch thread below still covers it
+            pass
+    if os.getppid() != parent_pid:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_CHECK_S)
+            if os.getppid() != parent_pid:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="sourcegate-parent-watch", daemon=True).start()
+
+
+@contextmanager
+def stop_on_signals(ingestor: "Ingestor", signums: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)):
+    """While the block runs, SIGTERM or Ctrl-C asks `ingestor` to stop once the document being
+    written is committed; a second signal ends the process at once. Main thread only (Python
+    delivers signals there); elsewhere a no-op."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {}
+
+    def handler(signum, frame):
+        if ingestor.stop_requested:
+            signal.signal(signum, previous.get(signum, signal.SIG_DFL))
+            signal.raise_signal(signum)
+            return
+        ingestor.stop(signum)
+
+    for signum in signums:
+        previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
 def default_workers() -> int:
     return 2 if (os.cpu_count() or 1) >= 2 else 1
 
@@ -101,6 +177,10 @@ class Ingestor:
         writes; a pool starts only once there is more than one batch of work."""
         self.workers = default_workers() if workers is None else max(1, workers)
         self._pool = None
+        self._stop_signal: int | None = None
+        self._stop = threading.Event()
+        # Set by the CLI: SIGTERM and Ctrl-C stop the run cleanly (see `stop_on_signals`).
+        self.stop_on_signals = False
         self._inflight: list = []
         self._batches = 0
         self.store = store
@@ -113,11 +193,26 @@ class Ingestor:
         # document "changed", so running ingest again after an upgrade refreshes them
         self._salt = f"{embedder.id}|{chunk_size}|{chunk_overlap}|{_features_version()}"
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self, signum: int = signal.SIGTERM) -> None:
+        """Stop after the document being written (thread- and signal-safe): documents not yet
+        written are left for the next run, the worker processes are ended."""
+        self._stop_signal = signum
+        self._stop.set()
+
     def ingest(self, roots: list[Path], prune: bool = False, progress: Callable[[int, int, str], None] | None = None) -> IngestReport:
+        guard = stop_on_signals(self) if self.stop_on_signals else _no_guard()
         try:
-            return self._ingest(roots, prune, progress)
+            with guard:
+                report = self._ingest(roots, prune, progress)
+                if self._stop.is_set():
+                    report.interrupted_by = self._stop_signal
+                return report
         finally:
-            self._close_pool()
+            self._close_pool(cancel=self._stop.is_set())
             self._inflight.clear()
 
     def _ingest(self, roots: list[Path], prune: bool, progress: Callable[[int, int, str], None] | None) -> IngestReport:
@@ -135,6 +230,8 @@ class Ingestor:
         pending: list[tuple[Document, list[Chunk], str]] = []
         total = len(files)
         for n, (path, base) in enumerate(files, start=1):
+            if self._stop.is_set():
+                return report
             if progress:
                 progress(n, total, str(path))
             doc_id = path.relative_to(base).as_posix() if path != base else path.name
@@ -175,6 +272,8 @@ class Ingestor:
             if sum(len(c) for _, c, _ in pending) >= self.batch_chunks:
                 self._flush(pending, report)
         self._flush(pending, report, final=True)
+        if self._stop.is_set():
+            return report
         if prune:
             report.removed = self._prune(roots, seen_ids, failed_paths)
         return report
@@ -198,7 +297,10 @@ class Ingestor:
         while self._inflight and (final or len(self._inflight) > self.workers or self._inflight[0][0].done()):
             future, batch = self._inflight.pop(0)
             try:
-                vectors, feats = future.result()
+                vectors, feats = self._result(future)
+            except _Stopped:
+                self._inflight.clear()
+                return
             except Exception as e:
                 for doc, _, _ in batch:
                     report.failed.append((doc.path or doc.id, f"could not be embedded ({type(e).__name__}: {e})"))
@@ -206,6 +308,18 @@ class Ingestor:
             self._write(batch, vectors, feats, report)
         if final:
             self._close_pool()
+
+    def _result(self, future):
+        """The future's result, waiting in short steps so that a stop request is seen."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        while True:
+            if self._stop.is_set():
+                raise _Stopped
+            try:
+                return future.result(timeout=0.2)
+            except FutureTimeout:
+                continue
 
     def _get_pool(self):
         if self.workers <= 1:
@@ -217,20 +331,33 @@ class Ingestor:
             global _WORKER_EMBEDDER
             _WORKER_EMBEDDER = self.embedder
             try:
-                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"))
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("fork"),
+                                                 initializer=_end_with_parent, initargs=(os.getpid(),))
             except (ValueError, OSError):  # no fork on this platform: stay in-process
                 self.workers = 1
                 return None
         return self._pool
 
-    def _close_pool(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+    def _close_pool(self, cancel: bool = False) -> None:
+        if self._pool is None:
+            return
+        pool, self._pool = self._pool, None
+        if not cancel:
+            pool.shutdown()
+            return
+        # Stopping: the batches being embedded are not wanted any more.
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            proc.terminate()
+        for proc in processes:
+            proc.join(timeout=5)
 
     def _write(self, batch, vectors, feats, report: IngestReport) -> None:
         offset = 0
         for doc, chunks, kind in batch:
+            if self._stop.is_set():  # each document is written whole or not at all
+                return
             vecs = vectors[offset : offset + len(chunks)]
             fts = feats[offset : offset + len(chunks)]
             offset += len(chunks)
