@@ -93,9 +93,12 @@ def main(argv=None):
     ap.add_argument("data", nargs="?", default="/work/shared/data")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--latency-only", action="store_true")
+    ap.add_argument("--evidence-only", action="store_true",
+                    help="only the evidence and contradiction sets (SQuAD 2.0 dev, the hand-written reader sets)")
+    ap.add_argument("--no-reader", action="store_true", help="the judge without its reader stage")
     args = ap.parse_args(argv)
     data = Path(args.data)
-    judge = LocalJudge()
+    judge = LocalJudge(reader=not args.no_reader)
     print(f"model: {judge.model_id}")
 
     if args.latency_only:
@@ -130,6 +133,12 @@ def main(argv=None):
     y2 = np.array([r["label"] for r in rel_rows])
     p2 = np.array([x.is_relevant for x in s2])
     print(f"  is_relevant own vs other paragraph (same article) AUROC={auroc(y2, p2):.4f} ECE={ece(y2, p2):.4f}")
+    qo = run_pairs(judge, [dict(r, text="(no passage)") for r in ev], batch=1)
+    print(f"  question-only baseline (every question against the same empty passage): contains_answer_evidence "
+          f"AUROC={auroc(y, np.array([x.contains_answer_evidence for x in qo])):.4f}")
+    reader_sets(judge)
+    if args.evidence_only:
+        return
 
     # --- injection: BIPIA e-mails
     bi = load_jsonl(data / "bipia-dev" / "injection_pairs.jsonl")
@@ -220,6 +229,37 @@ def main(argv=None):
         print(f"     {k:14s} n={m.sum():4d} mean={pc[m].mean():.3f} >0.7: {(pc[m] > 0.7).mean():.3f}")
 
     latency(judge, data, args.quick)
+
+
+def reader_sets(judge):
+    """The hand-written sets of `scripts/data/README-blind-reader.md` (never fitted or tuned on)."""
+    hb = load_jsonl(HERE / "data" / "evidence_hard_blind.jsonl")
+    s = run_pairs(judge, hb)
+    y = np.array([r["label"] for r in hb])
+    pe = np.array([x.contains_answer_evidence for x in s])
+    pr = np.array([x.is_relevant for x in s])
+    print(f"\n[evidence_hard_blind.jsonl: same subject, the asked thing missing] n={len(y)} answering={y.sum()}")
+    print(f"  contains_answer_evidence AUROC={auroc(y, pe):.4f} ECE={ece(y, pe):.4f} "
+          f"(question-only baseline: 0.5 by construction, each question has one passage of each label)")
+    print(f"     reliability: {reliability(y, pe)}")
+    routed = (pr >= 0.45) & (pe > 0.55)
+    print(f"  routed to evidence at the default thresholds: answering {routed[y == 1].mean():.3f}, "
+          f"lacking the answer {routed[y == 0].mean():.3f}")
+    kinds = np.array([r["kind"] for r in hb])
+    for k in sorted(set(kinds)):
+        m = kinds == k
+        print(f"     {k:18s} n={m.sum():3d} AUROC={auroc(y[m], pe[m]):.3f}")
+    fp = load_jsonl(HERE / "data" / "false_premise_blind.jsonl")
+    s = run_pairs(judge, fp, batch=1)
+    y = np.array([r["label"] for r in fp])
+    pc = np.array([x.contradicts_query_premise for x in s])
+    print(f"\n[false_premise_blind.jsonl: natural rebuttals vs true premises] n={len(y)} false premises={y.sum()}")
+    print(f"  contradicts_query_premise AUROC={auroc(y, pc):.4f} ECE={ece(y, pc):.4f}; >0.7: false premises "
+          f"{(pc[y == 1] > 0.7).mean():.3f}, true {(pc[y == 0] > 0.7).mean():.3f}")
+    kinds = np.array([r["kind"] for r in fp])
+    for k in sorted(set(kinds)):
+        m = kinds == k
+        print(f"     {k:18s} n={m.sum():3d} AUROC={auroc(y[m], pc[m]):.3f}")
 
 
 def latency(judge, data, quick=False):

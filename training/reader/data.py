@@ -38,6 +38,15 @@ VAL_SHARE = 50
 _SENT = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 
 
+def read_text(path: Path) -> str:
+    """A data file, or its gzipped copy (`path` + ".gz", as `pack.py` writes them)."""
+    if not path.exists() and path.with_name(path.name + ".gz").exists():
+        import gzip
+
+        return gzip.decompress(path.with_name(path.name + ".gz").read_bytes()).decode("utf-8")
+    return path.read_text(encoding="utf-8")
+
+
 def is_stack_article(title: str) -> bool:
     return zlib.crc32(title.encode()) % STACK_SHARE == 0
 
@@ -105,7 +114,7 @@ def qa_examples(data: Path, rng: random.Random) -> dict[str, list[dict]]:
     spans_dir = data / "train" / "squad_spans"
     # SQuAD 1.0 train
     by_article: dict[str, list[dict]] = {}
-    paras = [json.loads(x) for x in (spans_dir / "squad1_train.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    paras = [json.loads(x) for x in read_text(spans_dir / "squad1_train.jsonl").splitlines() if x.strip()]
     for p in paras:
         by_article.setdefault(p["title"], []).append(p)
     for title, plist in by_article.items():
@@ -146,7 +155,7 @@ def qa_examples(data: Path, rng: random.Random) -> dict[str, list[dict]]:
                         break
                 units[split].append([pos] + ([neg] if neg else []))
     # SQuAD 2.0 dev (reserved articles already excluded from the file)
-    for x in (spans_dir / "squad2_dev.jsonl").read_text(encoding="utf-8").splitlines():
+    for x in read_text(spans_dir / "squad2_dev.jsonl").splitlines():
         if not x.strip():
             continue
         p = json.loads(x)
@@ -171,7 +180,7 @@ def qa_examples(data: Path, rng: random.Random) -> dict[str, list[dict]]:
 def nli_examples(data: Path, rng: random.Random) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {"train": [], "val": []}
     for folder in ("snli_devtest_esnli", "breaking_nli", "fever_symmetric"):
-        for x in (data / "train" / folder / "data.jsonl").read_text(encoding="utf-8").splitlines():
+        for x in read_text(data / "train" / folder / "data.jsonl").splitlines():
             if not x.strip():
                 continue
             r = json.loads(x)
@@ -266,3 +275,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def read_jsonl_lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in read_text(path).splitlines() if x.strip()]

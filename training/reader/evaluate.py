@@ -10,7 +10,8 @@ With `--ckpt`, the checkpoint is exported to a temporary folder first (int8, as 
 - evidence AUROC on `scripts/data/evidence_hard_blind.jsonl` (hand-written, never trained on: each
   question against a passage that answers it and one on the same subject that lacks what is asked),
   overall and per kind; question-only baseline;
-- evidence AUROC on the held-out SQuAD 2.0 dev articles of the combination head (`stack`);
+- evidence AUROC on the SQuAD 2.0 dev articles the reader's heads in the judge are fitted on (`stack.py`),
+  answerable vs unanswerable on the same paragraph (the reader never trained on them);
 - contradiction AUROC of `p_contradiction` on `scripts/data/false_premise_blind.jsonl` (hand-written
   false-premise questions with natural rebuttals vs true-premise questions);
 - NLI accuracy on the held-out NLI rows.
@@ -24,13 +25,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from .data import DEFAULT_CACHE, DEFAULT_DATA, REPO, is_stack_article
+from .data import DEFAULT_DATA, REPO
+from .data import read_jsonl_lines as read_jsonl
+from .stack import stack_rows
 
 SCRIPTS_DATA = REPO / "scripts" / "data"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
 def auroc(labels, scores) -> float | None:
@@ -71,25 +70,13 @@ def pair_report(reader, rows: list[dict], by: str | None = None, qonly: bool = T
     return rep
 
 
-def stack_rows(data: Path) -> list[dict]:
-    """The held-out SQuAD 2.0 dev articles (whole paragraphs): answerable vs unanswerable questions."""
-    rows = []
-    for p in read_jsonl(data / "train" / "squad_spans" / "squad2_dev.jsonl"):
-        if not is_stack_article(p["title"]):
-            continue
-        for qa in p["qas"]:
-            rows.append({"query": qa["question"], "text": p["context"], "label": 0 if qa.get("is_impossible") else 1,
-                         "title": p["title"]})
-    return rows
-
-
 def evaluate(reader, data: Path, limit: int = 0) -> dict:
     out = {}
     sq = read_jsonl(data / "squad2-dev" / "evidence_pairs.jsonl")
     out["squad2_dev_cct"] = pair_report(reader, sq[:limit] if limit else sq)
     hb = read_jsonl(SCRIPTS_DATA / "evidence_hard_blind.jsonl")
     out["evidence_hard_blind"] = pair_report(reader, hb, by="kind")
-    st = stack_rows(data)
+    st = [r for r in stack_rows(data) if r["kind"] in ("own", "unanswerable")]
     out["squad2_stack_articles"] = pair_report(reader, st[:limit] if limit else st, qonly=False)
     fp = read_jsonl(SCRIPTS_DATA / "false_premise_blind.jsonl")
     rd = _read_all(reader, fp, batch_by_query=False)
@@ -100,6 +87,18 @@ def evaluate(reader, data: Path, limit: int = 0) -> dict:
     return out
 
 
+def load_runtime_reader():
+    """The judge's own `Reader` class, loaded from its file alone (the GPU machine lacks the package's
+    other dependencies)."""
+    import importlib.util
+
+    path = REPO / "src" / "sourcegate" / "judges" / "local" / "reader.py"
+    spec = importlib.util.spec_from_file_location("sourcegate_reader_runtime", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.Reader
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", type=Path, default=None)
@@ -108,7 +107,7 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None, help="append the JSON report to this file")
     a = ap.parse_args()
-    from sourcegate.judges.local.reader import Reader
+    Reader = load_runtime_reader()
 
     with tempfile.TemporaryDirectory() as td:
         wdir = a.weights or REPO / "src" / "sourcegate" / "judges" / "weights"

@@ -30,7 +30,7 @@ META_NAME = "reader.json"
 
 
 def export(ckpt: Path, out: Path, quantize: bool = True) -> dict:
-    st = torch.load(ckpt, weights_only=False)
+    st = torch.load(ckpt, weights_only=False, map_location="cpu")
     model = build_reader(attn="eager")
     model.load_state_dict(st["model"])
     model.eval()

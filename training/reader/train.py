@@ -95,7 +95,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=Path, default=DEFAULT_CACHE / "examples.pt")
     ap.add_argument("--ckpt-dir", type=Path, default=DEFAULT_CACHE / "ckpt")
-    ap.add_argument("--max-examples", type=int, default=60000, help="QA examples in the planned run")
+    ap.add_argument("--max-examples", type=int, default=34000, help="QA examples in the planned run (0 = all)")
+    ap.add_argument("--epochs", type=int, default=1, help="passes over the kept examples (reshuffled each pass)")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--warmup", type=float, default=0.05)
@@ -116,11 +117,13 @@ def main() -> None:
     units = data["qa_train"]
     kept, n = [], 0
     for u in units:
-        if n >= a.max_examples:
+        if a.max_examples and n >= a.max_examples:
             break
         kept.append(u)
         n += len(u)
-    plan = batches(kept, data["nli_train"], a.batch, a.nli_every, a.seed)
+    plan = []
+    for epoch in range(a.epochs):
+        plan += batches(kept, data["nli_train"], a.batch, a.nli_every, a.seed + epoch)
     total = len(plan)
 
     model = build_reader().to(a.device)
@@ -166,7 +169,7 @@ def main() -> None:
         sched.step()
         step += 1
         seen += len(exs)
-        run[kind].append(float(loss))
+        run[kind].append(float(loss.detach()))
         if step % 25 == 0 or step == total:
             el = time.time() - t0
             rec = {"step": step, "total": total, "qa_loss": round(sum(run["qa"][-25:]) / max(1, len(run["qa"][-25:])), 4),

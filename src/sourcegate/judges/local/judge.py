@@ -21,6 +21,7 @@ from .features import (
 )
 from . import lexicons
 from .lexicons import ARCHIVED_STATUS
+from .reader_stage import ReaderStage, load_reader_stage
 from .model import (
     INJ_CASCADE_BAND,
     INJ_TOP_SHARE_MAX,
@@ -43,6 +44,10 @@ def features_version() -> str:
 
 
 FEATURES_VERSION = features_version()
+# the reader reads English questions against passages in the same language
+READER_LANGS = ("en",)
+# cascade: passages the relevance head puts below this are not read (the gate drops them at 0.45)
+READER_MIN_REL = 0.2
 FOCUS_MISSING_EVIDENCE_MAX = 0.5
 ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
 CASCADE_SIM_FLOOR = 0.15
@@ -99,7 +104,10 @@ def passage_features(text: str, title: str = "", weights: Weights | None = None,
 class LocalJudge:
     name = "local"
 
-    def __init__(self, embedder=None, weights_dir=None):
+    def __init__(self, embedder=None, weights_dir=None, reader: bool = True, rules: bool | None = None):
+        """`reader=False` judges with the interpretable features alone (as before the reader). `rules`
+        applies the focus and frequency caps to the evidence question; by default only where the
+        reader does not read the passage (it makes them redundant where it does)."""
         if embedder is None:
             from ...embed import get_embedder
 
@@ -107,6 +115,17 @@ class LocalJudge:
         self.embedder = embedder
         self._weights_dir = weights_dir
         self._w: Weights | None = None
+        self._use_reader = reader
+        self._rules = rules
+        self._reader = None
+
+    @property
+    def reader(self) -> ReaderStage | None:
+        if not self._use_reader:
+            return None
+        if self._reader is None:
+            self._reader = load_reader_stage(self._weights_dir) or False
+        return self._reader or None
 
     @property
     def weights(self) -> Weights:
@@ -116,9 +135,15 @@ class LocalJudge:
 
     @property
     def model_id(self) -> str:
-        return f"local-judge-{self.weights.version}"
+        rd = self.reader
+        return f"local-judge-{self.weights.version}" + (f"+reader-{rd.version}" if rd else "")
 
     def judge(self, query: str, passages: list[JudgeInput]) -> Judgement:
+        return self.judge_detailed(query, passages)[0]
+
+    def judge_detailed(self, query: str, passages: list[JudgeInput]) -> tuple[Judgement, dict[int, dict]]:
+        """The judgement, and per passage index the interpretable heads' probabilities before the
+        reader ("evi_base", "rel", "con", ...) for fitting the reader's heads."""
         t0 = time.perf_counter()
         try:
             w = self.weights
@@ -126,7 +151,7 @@ class LocalJudge:
             return Judgement(
                 model="local-judge-unavailable",
                 results=[PassageJudgement(p.id, None, f"local judge weights unavailable: {e}") for p in passages],
-            )
+            ), {}
         results: list[PassageJudgement | None] = [None] * len(passages)
         infos = {}
         for k, p in enumerate(passages):
@@ -160,7 +185,7 @@ class LocalJudge:
                 model=self.model_id,
                 results=[r or PassageJudgement(p.id, None, f"embedding failed: {type(e).__name__}: {e}")
                          for r, p in zip(results, passages)],
-            )
+            ), {}
         xmaps = {}
         xl = [k for k, info in infos.items() if info.lang != q.lang]
         if xl:
@@ -168,59 +193,23 @@ class LocalJudge:
                 xmaps = _cross_lingual_maps(self.embedder, q, {k: infos[k] for k in xl})
             except Exception:
                 xmaps = {}
+        base: dict[int, dict] = {}
         for k, info in infos.items():
             p = passages[k]
             try:
-                a, b = spans[k]
-                info.sent_emb = embs[a:b]
-                info.emb = _passage_vector(p.embedding, info.sent_emb)
-                xling = q.lang != info.lang
-                qk = _translated_query(q, xmaps.get(k, {}), w.idf) if xling else q
-                fr = rel_features(qk, info, w.idf)
-                if xling:
-                    # similarities across languages are systematically lower (measured on translations)
-                    sc = float(w.meta.get("xling_sim_scale", 1.0)) or 1.0
-                    for name in ("sim_pass", "sim_max", "sim_2nd", "sim_at_lex"):
-                        fr[name] = min(1.0, fr[name] / sc)
-                    fr["sim_x_lex"] = fr["sim_max"] * fr["lex_best"]
-                if xling and not xmaps.get(k):
-                    # no query word could be matched across languages: embeddings only
-                    p_rel = float(w.heads["rel_x"].predict(vec(fr, w.heads["rel_x"].names))[0])
-                    p_evi = float(w.heads["evi_x"].predict(vec(fr, w.heads["evi_x"].names))[0])
-                else:
-                    p_rel = float(w.heads["rel"].predict(vec(fr, w.heads["rel"].names))[0])
-                    p_evi = float(w.heads["evi"].predict(vec(fr, w.heads["evi"].names))[0])
-                if not xling and fr.get("focus_missing") and not (q.qtype in ("quant", "freq") and fr.get("type_ok_best")):
-                    # The question names what it asks about ("What is the warranty on ...") and
-                    # the passage never mentions it: it cannot state the answer, however close its
-                    # subject. Not across languages (a missing word proves nothing there), nor when
-                    # the asked quantity is stated ("What torque ..." answered by "25 N·m").
-                    p_evi = min(p_evi, FOCUS_MISSING_EVIDENCE_MAX)
-                if q.qtype == "freq" and not fr.get("type_ok_best"):
-                    # "How often ...?" is answered by a frequency in the sentences about the subject.
-                    p_evi = min(p_evi, ANSWER_TYPE_MISSING_EVIDENCE_MAX)
-                if q.premise:
-                    fc = con_features(qk, info, fr)
-                    p_con = float(w.heads["con"].predict(vec(fc, w.heads["con"].names))[0])
-                    if fc.get("subject_mismatch"):
-                        # the passage is about a sibling unit: it cannot contradict this premise
-                        p_con = min(p_con, w.heads["con"].no_premise_p)
-                else:
-                    p_con = w.heads["con"].no_premise_p
-                pf = p.passage_features
-                if not (isinstance(pf, dict) and pf.get("v") == FEATURES_VERSION and pf.get("w") == w.version
-                        and "inj" in pf and "sup" in pf):
-                    pf = _passage_scores(w, p.text or "", p.title or "", self.embedder, p.embedding)
-                p_inj = float(pf["inj"])
-                p_sup = float(pf["sup"])
-                if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:
-                    p_sup = max(p_sup, 0.97)
+                base[k] = self._base_scores(w, q, info, p, embs[spans[k][0]:spans[k][1]], xmaps.get(k, {}))
+            except Exception as e:
+                results[k] = PassageJudgement(p.id, None, f"local judge failed: {type(e).__name__}: {e}")
+        read = self._reader_stage(query, q, infos, passages, base)
+        for k, b in base.items():
+            p = passages[k]
+            try:
                 scores = PassageScores(
-                    is_relevant=_clip(p_rel),
-                    contains_answer_evidence=_clip(p_evi),
-                    contradicts_query_premise=_clip(p_con),
-                    contains_prompt_injection=_clip(p_inj),
-                    is_superseded=_clip(p_sup),
+                    is_relevant=_clip(b["rel"]),
+                    contains_answer_evidence=_clip(b["evi"]),
+                    contradicts_query_premise=_clip(b["con"]),
+                    contains_prompt_injection=_clip(b["inj"]),
+                    is_superseded=_clip(b["sup"]),
                 )
                 results[k] = PassageJudgement(p.id, scores)
             except Exception as e:
@@ -228,9 +217,82 @@ class LocalJudge:
         return Judgement(
             model=self.model_id,
             results=[r for r in results],
-            usage={"passages": len(passages), "sentences_embedded": len(texts),
+            usage={"passages": len(passages), "sentences_embedded": len(texts), "passages_read": read,
                    "latency_ms": round((time.perf_counter() - t0) * 1000, 1)},
-        )
+        ), base
+
+    def _base_scores(self, w: Weights, q, info, p: JudgeInput, sent_emb: np.ndarray, xmap: dict) -> dict:
+        """The five probabilities from the interpretable features and the fitted heads."""
+        info.sent_emb = sent_emb
+        info.emb = _passage_vector(p.embedding, info.sent_emb)
+        xling = q.lang != info.lang
+        qk = _translated_query(q, xmap, w.idf) if xling else q
+        fr = rel_features(qk, info, w.idf)
+        if xling:
+            # similarities across languages are systematically lower (measured on translations)
+            sc = float(w.meta.get("xling_sim_scale", 1.0)) or 1.0
+            for name in ("sim_pass", "sim_max", "sim_2nd", "sim_at_lex"):
+                fr[name] = min(1.0, fr[name] / sc)
+            fr["sim_x_lex"] = fr["sim_max"] * fr["lex_best"]
+        if xling and not xmap:
+            # no query word could be matched across languages: embeddings only
+            p_rel = float(w.heads["rel_x"].predict(vec(fr, w.heads["rel_x"].names))[0])
+            p_evi = float(w.heads["evi_x"].predict(vec(fr, w.heads["evi_x"].names))[0])
+        else:
+            p_rel = float(w.heads["rel"].predict(vec(fr, w.heads["rel"].names))[0])
+            p_evi = float(w.heads["evi"].predict(vec(fr, w.heads["evi"].names))[0])
+        # The question names what it asks about ("What is the warranty on ...") and the passage never
+        # mentions it: it cannot state the answer, however close its subject. Not across languages (a
+        # missing word proves nothing there), nor when the asked quantity is stated ("What torque ..."
+        # answered by "25 N·m"). And "How often ...?" is answered by a frequency in the sentences about
+        # the subject. Applied in `_reader_stage` unless the reader reads the passage.
+        caps = []
+        if not xling and fr.get("focus_missing") and not (q.qtype in ("quant", "freq") and fr.get("type_ok_best")):
+            caps.append(FOCUS_MISSING_EVIDENCE_MAX)
+        if q.qtype == "freq" and not fr.get("type_ok_best"):
+            caps.append(ANSWER_TYPE_MISSING_EVIDENCE_MAX)
+        if q.premise:
+            fc = con_features(qk, info, fr)
+            p_con = float(w.heads["con"].predict(vec(fc, w.heads["con"].names))[0])
+            if fc.get("subject_mismatch"):
+                # the passage is about a sibling unit: it cannot contradict this premise
+                p_con = min(p_con, w.heads["con"].no_premise_p)
+        else:
+            p_con = w.heads["con"].no_premise_p
+        pf = p.passage_features
+        if not (isinstance(pf, dict) and pf.get("v") == FEATURES_VERSION and pf.get("w") == w.version
+                and "inj" in pf and "sup" in pf):
+            pf = _passage_scores(w, p.text or "", p.title or "", self.embedder, p.embedding)
+        p_sup = float(pf["sup"])
+        if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:
+            p_sup = max(p_sup, 0.97)
+        return {"rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
+                "sup": p_sup, "xling": xling, "subject_mismatch": bool(q.premise and fc.get("subject_mismatch"))}
+
+    def _reader_stage(self, query: str, q, infos: dict, passages: list[JudgeInput], base: dict) -> int:
+        """The reader reads the passages in the query's language (English) that the relevance head keeps
+        above `READER_MIN_REL`, in one batch; its readings become inputs of the evidence and
+        contradiction heads. The caps apply where it does not read. Returns how many it read."""
+        rd = self.reader
+        todo = []
+        if rd is not None:
+            todo = [k for k, b in base.items()
+                    if not b["xling"] and q.lang in READER_LANGS and b["rel"] >= READER_MIN_REL]
+        readings = {}
+        if todo:
+            try:
+                for k, r in zip(todo, rd.reader.read(query, [passages[k].text or "" for k in todo])):
+                    readings[k] = r
+            except Exception:
+                readings = {}  # the reader failed: the interpretable heads answer alone
+        for k, b in base.items():
+            r = readings.get(k)
+            if r is not None:
+                b["evi"] = rd.evidence(b, r)
+                b["con"] = rd.contradiction(b, r, has_premise=bool(q.premise))
+            if b["caps"] and (self._rules if self._rules is not None else r is None):
+                b["evi"] = min([b["evi"]] + b["caps"])
+        return len(readings)
 
 
 XLING_WORD_MIN_SIM = 0.55

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .model import WEIGHTS_DIR
+# standalone (no package imports), so that the training recipe can load this file on its own
+WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 
 ONNX_NAME = "reader.onnx"
 TOKENIZER_NAME = "reader_tokenizer.json"

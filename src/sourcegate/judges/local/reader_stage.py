@@ -1,0 +1,81 @@
+"""The reader's place in the local judge: its readings, with the interpretable heads' probabilities,
+go through small calibrated heads fitted on data apart from both (`training/reader/stack.py`).
+
+`reader_heads.json` holds those heads in the format of `local_judge.json` (standardise, logistic
+regression, isotonic calibration):
+- `evi_rd`: contains_answer_evidence from the reader's answerable probability and span margin, and the
+  interpretable evidence and relevance probabilities;
+- `con_rd` (optional): contradicts_query_premise from the reader's NLI reading of the question as a
+  claim, and the interpretable contradiction probability.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .features import vec
+from .model import WEIGHTS_DIR, Head
+from .reader import ONNX_NAME, Reader, Reading
+
+HEADS_NAME = "reader_heads.json"
+MARGIN_CLIP = 15.0
+
+
+def _logit(p: float) -> float:
+    p = min(1 - 1e-4, max(1e-4, float(p)))
+    return math.log(p / (1 - p))
+
+
+def reader_features(base: dict, r: Reading) -> dict[str, float]:
+    """`base`: the interpretable heads' probabilities for the passage ("evi_base", "rel", "con")."""
+    return {
+        "lo_evi": _logit(base["evi_base"]),
+        "lo_rel": _logit(base["rel"]),
+        "lo_con": _logit(base["con"]),
+        "lo_ans": _logit(r.p_answer),
+        "margin": float(np.clip(r.span_margin, -MARGIN_CLIP, MARGIN_CLIP)),
+        "nli_con": float(r.p_contradiction),
+        "nli_ent": float(r.p_entailment),
+    }
+
+
+class ReaderStage:
+    def __init__(self, reader: Reader, heads: dict, raw: bytes):
+        self.reader = reader
+        self.heads = {k: Head(v) for k, v in heads["heads"].items()}
+        self.meta = heads
+        self.version = hashlib.sha256(reader.version.encode() + raw).hexdigest()[:10]
+
+    def evidence(self, base: dict, r: Reading) -> float:
+        h = self.heads["evi_rd"]
+        return float(h.predict(vec(reader_features(base, r), h.names))[0])
+
+    def contradiction(self, base: dict, r: Reading, has_premise: bool) -> float:
+        h = self.heads.get("con_rd")
+        if h is None or base.get("subject_mismatch"):
+            return base["con"]
+        return float(h.predict(vec(reader_features(base, r), h.names))[0])
+
+
+_lock = threading.Lock()
+_cache: dict[str, ReaderStage | None] = {}
+
+
+def load_reader_stage(directory: Path | str | None = None) -> ReaderStage | None:
+    """The shipped reader and its heads, or None when their files are absent."""
+    key = str(directory or WEIGHTS_DIR)
+    with _lock:
+        if key not in _cache:
+            d = Path(key)
+            stage = None
+            if (d / ONNX_NAME).exists() and (d / HEADS_NAME).exists():
+                raw = (d / HEADS_NAME).read_bytes()
+                stage = ReaderStage(Reader(d), json.loads(raw), raw)
+            _cache[key] = stage
+        return _cache[key]
