@@ -73,7 +73,11 @@ def test_api_key_is_required_except_for_health(app_env):
     assert client.get("/v1/audit/abc").status_code == 401
     assert client.post("/mcp", json={}).status_code == 401
     assert client.get("/healthz").status_code == 200
-    assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/healthz").json()["status"] == "ok"
+    assert client.get("/readyz").status_code == 200
+    # /metrics is behind the key too (Prometheus sends it as a bearer token).
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers={"authorization": f"Bearer {KEY}"}).status_code == 200
 
 
 def test_body_cap_gives_a_clear_413(app_env):
@@ -125,7 +129,7 @@ def test_metrics_count_requests_by_interface_and_status(app_env):
     client, _ = app_env
     client.post("/v1/ask", json={"query": Q}, headers={"x-api-key": KEY})
     client.post("/v1/ask", json={"query": Q})  # 401
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers={"x-api-key": KEY}).text
     assert 'sourcegate_asks_total{interface="rest",status="answer_from_evidence"} 1' in text
     assert 'sourcegate_asks_rejected_total{interface="rest",reason="auth"} 1' in text
     assert 'sourcegate_ask_duration_seconds_count{interface="rest"} 1' in text

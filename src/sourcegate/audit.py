@@ -6,6 +6,7 @@ of its text, or AUDIT_ENABLED=false to turn the log off.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -40,6 +41,26 @@ def verify(record: dict) -> bool:
     return record.get(HASH_FIELD) == record_hash(record)
 
 
+class AuditWriteError(OSError):
+    """The audit log cannot be written. The message names the file, the reason and the fix; an
+    answer that cannot be recorded is not given."""
+
+    def __init__(self, path: Path, error: OSError):
+        reason = error.strerror or type(error).__name__
+        if error.errno == errno.ENOSPC:
+            fix = "free space on that disk or point AUDIT_LOG_PATH to another one"
+        elif error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            fix = "make it writable by this user or set AUDIT_LOG_PATH to a writable file"
+        else:
+            fix = "fix the path or set AUDIT_LOG_PATH to a writable file (AUDIT_ENABLED=false turns the log off)"
+        self.message = f"cannot write the audit log {path}: {reason}: {fix}"
+        super().__init__(error.errno, self.message)
+        self.path = path
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def redact_query(query: str) -> dict:
     return {"redacted": True, "sha256": hashlib.sha256(query.encode("utf-8")).hexdigest()}
 
@@ -52,7 +73,22 @@ class AuditLog:
         self.path = Path(path)
         self._lock = threading.Lock()
 
+    def check_writable(self) -> None:
+        """Raise AuditWriteError unless the log can be opened for appending (created if missing)."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+        except OSError as e:
+            raise AuditWriteError(self.path, e) from None
+
     def append(self, record: dict) -> dict:
+        """Append one sealed record; AuditWriteError if it cannot be written whole."""
+        try:
+            return self._append(record)
+        except OSError as e:
+            raise AuditWriteError(self.path, e) from None
+
+    def _append(self, record: dict) -> dict:
         sealed = seal(record)
         line = (canonical_json(sealed) + "\n").encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -61,11 +97,21 @@ class AuditLog:
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
+                start = os.fstat(fd).st_size
                 view = memoryview(line)
-                while view:
-                    n = os.write(fd, view)
-                    view = view[n:]
-                os.fsync(fd)
+                try:
+                    while view:
+                        n = os.write(fd, view)
+                        view = view[n:]
+                    os.fsync(fd)
+                except OSError:
+                    # A full disk can take part of the line: cut it off, so the next record
+                    # starts on a line of its own.
+                    try:
+                        os.ftruncate(fd, start)
+                    except OSError:
+                        pass
+                    raise
             finally:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_UN)

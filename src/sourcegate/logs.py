@@ -35,7 +35,7 @@ class JsonFormatter(logging.Formatter):
             "event": record.getMessage(),
         }
         for k, v in vars(record).items():
-            if k not in _STANDARD_ATTRS and not k.startswith("_"):
+            if k not in _STANDARD_ATTRS and not k.startswith("_") and k != "color_message":  # uvicorn's ANSI copy
                 out[k] = v
         if record.exc_info and record.exc_info[0] is not None:
             # The exception type only: messages and tracebacks can quote user content.

@@ -92,6 +92,15 @@ class Settings(BaseSettings):
     # Where the embedder's parsed model is cached between runs ("off" to turn the cache off).
     cache_dir: str | None = Field(None, validation_alias=_env("SOURCEGATE_CACHE_DIR"))
 
+    # Overload: questions answered at once (0: one per CPU core), questions waiting beyond
+    # those, and how long one may wait before it is turned away with 503 and Retry-After.
+    serve_max_concurrency: int = Field(0, ge=0, validation_alias=_env("SERVE_MAX_CONCURRENCY"))
+    serve_max_queue: int = Field(16, ge=0, validation_alias=_env("SERVE_MAX_QUEUE"))
+    serve_queue_timeout_s: float = Field(2.5, gt=0, validation_alias=_env("SERVE_QUEUE_TIMEOUT_S"))
+    serve_shutdown_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("SERVE_SHUTDOWN_TIMEOUT_S"))
+    # /metrics: this key when set, else MCP_API_KEY when set, else open.
+    metrics_api_key: str | None = Field(None, validation_alias=_env("METRICS_API_KEY"))
+
     @model_validator(mode="before")
     @classmethod
     def _keywords_win(cls, data):
@@ -110,6 +119,13 @@ class Settings(BaseSettings):
                     if isinstance(choice, str) and choice != name:
                         data.pop(choice, None)
         return data
+
+    def __repr_args__(self):
+        """repr() and str() hide keys and passwords: settings end up in tracebacks and logs."""
+        for name, value in super().__repr_args__():
+            if value is not None and name and name.endswith(("_api_key", "_password", "_secret", "_token")):
+                value = "***"
+            yield name, value
 
     @property
     def home(self) -> Path:

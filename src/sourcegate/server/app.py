@@ -7,9 +7,11 @@ thread so the event loop keeps serving health checks and other requests.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import functools
+import hashlib
 import hmac
 import json
 import logging
@@ -25,16 +27,17 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..audit import AuditLog, verify
+from ..audit import AuditLog, AuditWriteError, verify
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
 from ..settings import Settings
+from .admission import AdmissionControl, Overloaded, Unavailable
 from .mcp_tool import build_mcp_server
-from .metrics import Metrics
+from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .openapi import API_KEY_HEADER, openapi_document
 
 log = logging.getLogger("sourcegate.server")
@@ -43,6 +46,8 @@ PROTECTED_PREFIXES = ("/mcp", "/v1/")
 INTERFACE_HEADER = "x-sourcegate-interface"
 _REQUEST_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _AUDIT_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# How long a question that arrives while the server starts waits for the library to load.
+STARTUP_WAIT_S = 60.0
 
 # The request id of the HTTP request being served, so the MCP tool handler can log it.
 current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("sourcegate_request_id", default=None)
@@ -73,10 +78,19 @@ def _json_error(status: int, message: str, headers: dict[str, str] | None = None
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def _key_matches(headers: dict[str, str], key: str) -> bool:
+    """The key in `x-api-key`, or as `Authorization: Bearer <key>` (what Prometheus sends)."""
+    given = headers.get(API_KEY_HEADER, "")
+    auth = headers.get("authorization", "")
+    if not given and auth[:7].lower() == "bearer ":
+        given = auth[7:].strip()
+    return hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8"))
+
+
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
-    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/healthz", "/metrics", "/openapi.json"):
+    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/healthz", "/readyz", "/metrics", "/openapi.json"):
         return path.rstrip("/") or "/"
     return "other"
 
@@ -111,6 +125,11 @@ class GuardMiddleware:
             await send(message)
 
         try:
+            metrics_key = self.settings.metrics_api_key or self.settings.mcp_api_key
+            if path == "/metrics" and metrics_key and not _key_matches(headers, metrics_key):
+                await _json_error(401, "/metrics needs the key (METRICS_API_KEY, else MCP_API_KEY) in the x-api-key "
+                                       "header or as Authorization: Bearer")(scope, receive, send_wrapped)
+                return
             key = self.settings.mcp_api_key
             if key and path.startswith(PROTECTED_PREFIXES):
                 given = headers.get(API_KEY_HEADER, "")
@@ -173,24 +192,72 @@ class _McpEndpoint:
 
 
 class _GateHolder:
-    """One SourceGate per app, built on first use (loading the embedder takes seconds)."""
+    """One SourceGate per app. The served app builds it as it starts, in the background (loading
+    the embedder takes seconds), so /healthz answers at once and /readyz says when questions can be
+    answered; without that, it is built on first use."""
 
     def __init__(self, settings: Settings, gate: SourceGate | None):
         self.settings = settings
         self.gate = gate
         self._lock = threading.Lock()
         self.owned = gate is None
+        self.load_error: str | None = None  # exception type only: clients see it in /readyz
+        self._loaded: anyio.Event | None = None
 
     def get_sync(self) -> SourceGate:
         with self._lock:
             if self.gate is None:
-                self.gate = SourceGate(self.settings)
+                gate = SourceGate(self.settings)
+                try:
+                    gate.judge  # the judge's weights load now, not on the first question
+                except Exception as e:  # answers will be degraded (fail closed); the log says why
+                    log.warning("the judge could not be loaded", extra={"error": type(e).__name__})
+                self.gate = gate
             return self.gate
+
+    def begin_loading(self) -> None:
+        self._loaded = anyio.Event()
+
+    async def load(self) -> None:
+        try:
+            await anyio.to_thread.run_sync(self.get_sync)
+        except Exception as e:
+            self.load_error = type(e).__name__
+            log.error("the library could not be opened: %s", e, extra={"error": type(e).__name__})
+        finally:
+            if self._loaded is not None:
+                self._loaded.set()
 
     async def get(self) -> SourceGate:
         if self.gate is not None:
             return self.gate
+        if self.load_error is not None:
+            raise Unavailable("the library could not be opened; the operator must check the server log", "not_ready")
+        if self._loaded is not None:
+            with anyio.move_on_after(STARTUP_WAIT_S):
+                await self._loaded.wait()
+            if self.gate is not None:
+                return self.gate
+            raise Unavailable("the server is still starting", "starting", retry_after=5)
         return await anyio.to_thread.run_sync(self.get_sync)
+
+    def audit_problem(self) -> AuditWriteError | None:
+        """Why the audit log cannot be written now, or None (also None when auditing is off)."""
+        audit = self.audit()
+        if audit is None:
+            return None
+        try:
+            audit.check_writable()
+        except AuditWriteError as e:
+            return e
+        return None
+
+    def readiness(self) -> tuple[bool, str]:
+        if self.gate is None:
+            return False, "starting" if self.load_error is None else "unavailable"
+        if self.audit_problem() is not None:
+            return False, "audit_log_unwritable"
+        return True, "ready"
 
     def audit(self) -> AuditLog | None:
         if self.gate is not None:
@@ -202,20 +269,58 @@ def _web_page() -> str:
     return resources.files("sourcegate.server").joinpath("static/index.html").read_text(encoding="utf-8")
 
 
+AUDIT_UNWRITABLE = ("no answer is given while the audit log cannot be written (auditing is on); "
+                    "the operator must fix it (see the server log)")
+
+
+def _hash_source(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def content_security_policy(page: str) -> str:
+    """The web page's policy: its own inline script and style by hash, calls to this origin only,
+    no frames, plugins, base or foreign forms."""
+    scripts = " ".join(_hash_source(t) for t in re.findall(r"<script>(.*?)</script>", page, re.S)) or "'none'"
+    styles = " ".join(_hash_source(t) for t in re.findall(r"<style>(.*?)</style>", page, re.S)) or "'none'"
+    return (f"default-src 'none'; script-src {scripts}; style-src {styles}; connect-src 'self'; "
+            "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+
+
 def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
     holder = _GateHolder(settings, gate)
     metrics = Metrics()
+    admission = AdmissionControl.from_settings(settings)
 
     async def ask(query: str, interface: str) -> AskResult:
         rid = current_request_id.get() or new_request_id()
-        g = await holder.get()
+        try:
+            g = await holder.get()
+            problem = holder.audit_problem()
+            if problem is not None:
+                log.error("audit log unwritable", extra={"request_id": rid, "error": problem.message})
+                raise Unavailable(AUDIT_UNWRITABLE, "audit_log_unwritable")
+        except Unavailable as e:
+            metrics.observe_rejected(interface, "not_ready")
+            log_rejected(interface, "not_ready", rid, detail=e.reason)
+            raise
         t0 = time.perf_counter()
         try:
-            result = await anyio.to_thread.run_sync(functools.partial(g.ask, query, interface=interface))
+            async with admission.slot():
+                t0 = time.perf_counter()
+                result = await anyio.to_thread.run_sync(functools.partial(g.ask, query, interface=interface))
+        except Overloaded as e:
+            metrics.observe_rejected(interface, "overloaded")
+            log_rejected(interface, "overloaded", rid, detail=e.reason, retry_after_s=e.retry_after)
+            raise
         except QueryError:
             metrics.observe_rejected(interface, "query")
             log_rejected(interface, "query", rid)
             raise
+        except AuditWriteError as e:
+            # The answer exists but cannot be recorded: it is not given.
+            metrics.observe_error(interface)
+            log.error("audit log write failed", extra={"request_id": rid, "interface": interface, "error": e.message})
+            raise Unavailable(AUDIT_UNWRITABLE, "audit_log_unwritable") from None
         except Exception as e:
             metrics.observe_error(interface)
             log.error("ask failed", extra={"request_id": rid, "interface": interface, "error": type(e).__name__})
@@ -237,12 +342,16 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
             app=mcp_server, json_response=True, stateless=True, security_settings=transport_security(settings),
             max_request_body_size=settings.max_body_bytes,
         )
-        async with manager.run():
-            mcp_endpoint.manager = manager
-            try:
-                yield
-            finally:
-                mcp_endpoint.manager = None
+        async with anyio.create_task_group() as tasks:
+            if holder.gate is None:
+                holder.begin_loading()
+                tasks.start_soon(holder.load)
+            async with manager.run():
+                mcp_endpoint.manager = manager
+                try:
+                    yield
+                finally:
+                    mcp_endpoint.manager = None
         if holder.owned and holder.gate is not None:
             holder.gate.close()
             holder.gate = None
@@ -259,6 +368,9 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
             result = await ask(payload["query"], interface)
         except QueryError as e:
             return _json_error(422, str(e))
+        except Unavailable as e:
+            headers = {"retry-after": str(e.retry_after)} if e.retry_after else None
+            return _json_error(503, str(e), headers)
         return JSONResponse(result.model_dump(mode="json"))
 
     async def audit_record(request: Request) -> Response:
@@ -273,25 +385,38 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
             return _json_error(404, f"no audit record {audit_id} in this server's audit log")
         return JSONResponse(record, headers={"x-audit-verified": "true" if verify(record) else "false"})
 
+    def health() -> dict:
+        ready, state = holder.readiness()
+        return {"status": "ok", "alive": True, "ready": ready, "state": state,
+                "in_flight": admission.running, "queued": admission.waiting}
+
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        """Alive: the process answers. The body says whether it is also ready."""
+        return JSONResponse(health())
+
+    async def readyz(request: Request) -> Response:
+        """Ready: the library is loaded and answers can be recorded (503 until then)."""
+        body = health()
+        return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     async def metrics_endpoint(request: Request) -> Response:
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+        metrics.set_load(admission.running, admission.waiting)
+        return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def openapi(request: Request) -> Response:
         return JSONResponse(openapi_document(settings, str(request.base_url)))
 
     page = _web_page()
+    page_headers = {"cache-control": "no-store", "content-security-policy": content_security_policy(page),
+                    "x-content-type-options": "nosniff", "referrer-policy": "no-referrer", "x-frame-options": "DENY"}
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(page, headers={"cache-control": "no-store",
-                                           "content-security-policy": "default-src 'self'; style-src 'unsafe-inline'; "
-                                                                      "script-src 'unsafe-inline'; img-src 'self' data:"})
+        return HTMLResponse(page, headers=page_headers)
 
     routes = [
         Route("/", index, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/ask", rest_ask, methods=["POST"]),
@@ -302,6 +427,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
     app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics)
     app.state.metrics = metrics
     app.state.gate_holder = holder
+    app.state.admission = admission
     return app
 
 
@@ -316,4 +442,6 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
                     "Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_api_key:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the library")
-    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False)
+    # SIGTERM: stop accepting, let the questions in flight finish (and be audited), then exit.
+    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False,
+                timeout_graceful_shutdown=settings.serve_shutdown_timeout_s)

@@ -17,6 +17,7 @@ from mcp.server.lowlevel import Server
 
 from ..service import AskResult, QueryError
 from ..settings import Settings
+from .admission import Unavailable
 
 log = logging.getLogger("sourcegate.mcp")
 
@@ -198,6 +199,10 @@ def build_mcp_server(settings: Settings, ask: AskFn) -> Server:
         except QueryError as e:
             # A tool error the agent can read and act on, not a protocol fault.
             return error_result(f"query refused: {e}")
+        except Unavailable as e:
+            # Overload or a server that cannot answer: the tool's equivalent of HTTP 503.
+            retry = f" Call the tool again in {e.retry_after} s." if e.retry_after else ""
+            return error_result(f"not answered: {e}.{retry} Do not answer from memory meanwhile.")
         return to_tool_result(result)
 
     return Server(
