@@ -2,6 +2,11 @@
 posting the demo questions to /v1/ask.
 
     python bench/bench_server.py [--clients 1,2,4,8] [--requests 60] [--allow-degraded]
+    python bench/bench_server.py --clients 50 --duration 60    # overload: 503s, p95, audit lines
+
+With --duration, every client posts in a loop until the time is up; the report counts answers,
+deliberate 503s (with their Retry-After), other errors, the p95 of the answered requests, and
+the audit lines written against the answers given.
 """
 
 from __future__ import annotations
@@ -39,13 +44,13 @@ def start_server(home: Path, port: int, judge: str, extra_env: dict[str, str], l
                             stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
 
 
-def wait_ready(base: str, proc: subprocess.Popen, log: Path, timeout: float = 60.0) -> None:
+def wait_ready(base: str, proc: subprocess.Popen, log: Path, timeout: float = 120.0) -> None:
     t0 = time.time()
     while time.time() - t0 < timeout:
         if proc.poll() is not None:
             raise SystemExit(f"the server exited with code {proc.returncode}: {log.read_text()[-2000:]}")
         try:
-            if httpx.get(base + "/healthz", timeout=1.0).status_code == 200:
+            if httpx.get(base + "/readyz", timeout=1.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -94,6 +99,62 @@ def load(base: str, clients: int, total: int, questions: list[str], timeout: flo
             "latency_ms": lat(lat_ms), "status_codes": codes, "errors": errors, "degraded": degraded[0]}
 
 
+def soak(base: str, clients: int, duration: float, questions: list[str], timeout: float) -> dict:
+    """`clients` threads posting in a loop for `duration` seconds."""
+    lock = threading.Lock()
+    answered_ms: list[float] = []
+    rejected_ms: list[float] = []
+    codes: dict[int, int] = {}
+    retry_after: dict[str, int] = {}
+    errors: dict[str, int] = {}
+    degraded = [0]
+    deadline = time.perf_counter() + duration
+
+    def worker(n: int) -> None:
+        i = n
+        with httpx.Client(base_url=base, timeout=timeout) as c:
+            while time.perf_counter() < deadline:
+                i += clients
+                t = time.perf_counter()
+                try:
+                    r = c.post("/v1/ask", json={"query": questions[i % len(questions)]})
+                except httpx.HTTPError as e:
+                    with lock:
+                        errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+                    continue
+                ms = (time.perf_counter() - t) * 1000
+                with lock:
+                    codes[r.status_code] = codes.get(r.status_code, 0) + 1
+                    if r.status_code == 200:
+                        answered_ms.append(ms)
+                        degraded[0] += bool(r.json().get("degraded"))
+                    elif r.status_code == 503:
+                        rejected_ms.append(ms)
+                        ra = r.headers.get("retry-after", "none")
+                        retry_after[ra] = retry_after.get(ra, 0) + 1
+                if r.status_code == 503:
+                    # A well-behaved client waits before it retries; capped so the load stays high.
+                    time.sleep(min(float(r.headers.get("retry-after", 1)), 1.0))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(clients)]
+    t0 = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    other = {str(k): v for k, v in codes.items() if k not in (200, 503)}
+    return {"clients": clients, "duration_s": round(wall, 1), "answered": codes.get(200, 0),
+            "answered_per_s": round(codes.get(200, 0) / wall, 2), "rejected_503": codes.get(503, 0),
+            "retry_after": retry_after, "errors": {**errors, **other}, "degraded": degraded[0],
+            "latency_answered_ms": lat(answered_ms), "latency_503_ms": lat(rejected_ms)}
+
+
+def _audit_lines(home: Path) -> int:
+    path = home / "audit.jsonl"
+    return sum(1 for line in path.open(encoding="utf-8") if line.strip()) if path.exists() else 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", default="1,2,4,8")
@@ -104,6 +165,8 @@ def main() -> None:
     ap.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                     help="extra environment for the server process (e.g. OPENBLAS_NUM_THREADS=1)")
     ap.add_argument("--timeout", type=float, default=60.0, help="client timeout per request, seconds")
+    ap.add_argument("--duration", type=float, default=None,
+                    help="soak: every client posts in a loop for this many seconds (one --clients value)")
     args = ap.parse_args()
     questions = demo_questions()
     with tempfile.TemporaryDirectory(prefix="sg-bench-server-") as tmp:
@@ -123,13 +186,29 @@ def main() -> None:
                                  "or pass --allow-degraded to measure the serving path without judging")
             for q in questions[:5]:
                 httpx.post(base + "/v1/ask", json={"query": q}, timeout=120.0)
-            rows = [load(base, n, args.requests, questions, args.timeout) for n in [int(x) for x in args.clients.split(",")]]
+            if args.duration:
+                before = _audit_lines(home)
+                result = soak(base, int(args.clients.split(",")[0]), args.duration, questions, args.timeout)
+                result["audit_lines"] = _audit_lines(home) - before
+                result["server_env"] = extra
+                rows = None
+            else:
+                rows = [load(base, n, args.requests, questions, args.timeout)
+                        for n in [int(x) for x in args.clients.split(",")]]
         finally:
             proc.terminate()
             try:
                 proc.wait(10)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    if rows is None:
+        r = result
+        emit("server-soak", {"judge": args.judge, **r},
+             f"{r['clients']} clients for {r['duration_s']} s: {r['answered']} answered ({r['answered_per_s']}/s), "
+             f"{r['rejected_503']} 503s, errors {r['errors'] or 'none'}, answered p50/p95 "
+             f"{r['latency_answered_ms']['p50']}/{r['latency_answered_ms']['p95']} ms, "
+             f"audit lines {r['audit_lines']} for {r['answered']} answers")
+        return
     best = max(rows, key=lambda r: r["req_per_s"])
     emit("server", {"judge": args.judge, "server_env": extra, "levels": rows},
          "; ".join(f"{r['clients']} clients: {r['req_per_s']} req/s, p50/p95 {r['latency_ms']['p50']}/{r['latency_ms']['p95']} ms"
