@@ -97,6 +97,29 @@ def test_lexical_search_prunes_common_terms_from_planner_statistics(postgres_url
     s.close()
 
 
+def test_bulk_load_builds_the_vector_index_once_and_a_load_cut_short_gets_it_back(postgres_url):
+    s = PostgresStore(postgres_url, EMB.id, EMB.dim)
+
+    def has_index():
+        with s._pool.connection() as conn:
+            return conn.execute("SELECT to_regclass('chunks_embedding_hnsw') IS NOT NULL").fetchone()[0]
+
+    with s.bulk_load():
+        assert not has_index()
+        put(s, "A", ["grease the bearings"])
+        put(s, "B", ["backwash the filter"])
+        assert s.dense_search(EMB.embed(["grease the bearings"])[0], 1)[0][0] == "A#0"  # exact scan meanwhile
+    assert has_index()
+    with s.bulk_load():  # not empty: the index stays
+        assert has_index()
+    with s._pool.connection() as conn:
+        conn.execute("DROP INDEX chunks_embedding_hnsw")  # as a load killed before its end leaves it
+    s.close()
+    s = PostgresStore(postgres_url, EMB.id, EMB.dim)
+    assert has_index()
+    s.close()
+
+
 def test_unreachable_server_says_what_to_check(tmp_path):
     with pytest.raises(RuntimeError, match="SOURCEGATE_STORE"):
         PostgresStore(f"postgresql://nobody@/nodb?host={tmp_path}", EMB.id, EMB.dim, connect_timeout=2)

@@ -9,6 +9,7 @@ of chunks.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -41,23 +42,9 @@ def copy_store(src: Store, dst: Store, *, prune: bool = False,
     `src` does not hold. Returns the counts and any document whose check failed."""
     report = CopyReport()
     records = src.list_documents()
-    total = len(records)
-    for n, rec in enumerate(records, start=1):
-        if progress:
-            progress(n, total, rec.id)
-        existing = dst.get_document(rec.id)
-        if existing is not None and existing.content_hash == rec.content_hash and existing.chunk_count == rec.chunk_count:
-            report.unchanged += 1
-            continue
-        exp = src.export_document(rec.id)
-        if exp is None:  # deleted from the source while copying
-            continue
-        r = exp.record
-        doc = Document(id=r.id, title=r.title, text="", url=r.url, source_type=r.source_type, version=r.version,
-                       status=r.status, updated_at=r.updated_at, content_hash=r.content_hash)
-        dst.upsert_document(doc, exp.chunks, exp.vectors, exp.features, source_path=r.source_path)
-        report.copied += 1
-        report.chunks += len(exp.chunks)
+    # An empty PostgreSQL destination builds its vector index once, after the load.
+    with getattr(dst, "bulk_load", contextlib.nullcontext)():
+        _copy_documents(src, dst, records, report, progress)
     source_ids = set()
     for rec in src.list_documents():
         source_ids.add(rec.id)
@@ -83,3 +70,23 @@ def copy_store(src: Store, dst: Store, *, prune: bool = False,
         report.mismatches.append(f"the destination holds {st.documents} documents and {st.chunks} chunks, expected "
                                  f"{report.source_documents + len(others)} and {expected}")
     return report
+
+
+def _copy_documents(src: Store, dst: Store, records, report: CopyReport, progress) -> None:
+    total = len(records)
+    for n, rec in enumerate(records, start=1):
+        if progress:
+            progress(n, total, rec.id)
+        existing = dst.get_document(rec.id)
+        if existing is not None and existing.content_hash == rec.content_hash and existing.chunk_count == rec.chunk_count:
+            report.unchanged += 1
+            continue
+        exp = src.export_document(rec.id)
+        if exp is None:  # deleted from the source while copying
+            continue
+        r = exp.record
+        doc = Document(id=r.id, title=r.title, text="", url=r.url, source_type=r.source_type, version=r.version,
+                       status=r.status, updated_at=r.updated_at, content_hash=r.content_hash)
+        dst.upsert_document(doc, exp.chunks, exp.vectors, exp.features, source_path=r.source_path)
+        report.copied += 1
+        report.chunks += len(exp.chunks)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from urllib.parse import urlsplit, urlunsplit
 
@@ -94,6 +95,10 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
 
 
+HNSW_INDEX = ("CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) "
+              "WITH (m = 16, ef_construction = 64)")
+
+
 def _migrations(dim: int) -> list[tuple[str, list[str]]]:
     return [
         ("0000_pgvector", ["CREATE EXTENSION IF NOT EXISTS vector"]),
@@ -118,11 +123,7 @@ def _migrations(dim: int) -> list[tuple[str, list[str]]]:
         ),
         (
             "0002_search_indexes",
-            [
-                "CREATE INDEX chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) "
-                "WITH (m = 16, ef_construction = 64)",
-                "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)",
-            ],
+            [HNSW_INDEX, "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)"],
         ),
     ]
 
@@ -167,9 +168,15 @@ class PostgresStore:
     vector_backend = "pgvector-hnsw"
 
     def __init__(self, url: str, embedder_id: str, dim: int, *, language: str = "en", pool_size: int = 4,
-                 ef_search: int = 100, connect_timeout: float = 10.0):
+                 ef_search: int = 100, connect_timeout: float = 10.0, maintenance_work_mem: str = "512MB",
+                 durable_writes: bool = False):
         """`pool_size` connections at most (a `serve` process needs one per concurrent question);
-        `ef_search` is HNSW's candidate list at query time (recall against latency)."""
+        `ef_search` is HNSW's candidate list at query time (recall against latency);
+        `maintenance_work_mem` is given to an HNSW index build (the graph should fit in it: about
+        2.5 KB per 512-d chunk). Document writes commit without waiting for the disk flush
+        (`synchronous_commit = off`, as the SQLite store's WAL with `synchronous=NORMAL`): a crash of
+        the database server may lose the last few documents written, never part of one, and the
+        next ingest writes them again; `durable_writes=True` waits for the flush."""
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -180,6 +187,10 @@ class PostgresStore:
         self.embedder_id = embedder_id
         self.dim = dim
         self.ef_search = int(ef_search)
+        if not re.fullmatch(r"\d+\s*[kMG]B", maintenance_work_mem):
+            raise ValueError("maintenance_work_mem must look like '512MB'")
+        self.maintenance_work_mem = maintenance_work_mem
+        self.durable_writes = durable_writes
         requested = text_search_config(language)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
@@ -231,7 +242,33 @@ class PostgresStore:
                 raise RuntimeError(f"PostgreSQL has no text search configuration {config!r}")
             for k, v in (("embedder", self.embedder_id), ("dim", str(self.dim)), ("text_search_config", config)):
                 conn.execute("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO NOTHING", (k, v))
+        # A bulk load cut short leaves the table without its vector index: build it again.
+        if conn.execute("SELECT to_regclass('chunks_embedding_hnsw') IS NULL").fetchone()[0]:
+            self._build_vector_index(conn)
         return config
+
+    def _build_vector_index(self, conn) -> None:
+        conn.execute(f"SET maintenance_work_mem = '{self.maintenance_work_mem}'")
+        conn.execute(HNSW_INDEX)
+        conn.execute("RESET maintenance_work_mem")
+
+    @contextmanager
+    def bulk_load(self):
+        """Loading an empty store (a first ingest or `store copy` of a large library): the HNSW index
+        is built once at the end, several times faster than inserting into it row by row. Searches
+        during the load scan exactly. On a store that already holds chunks it changes nothing."""
+        with self._pool.connection() as conn:
+            empty = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
+            if empty:
+                conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+        try:
+            yield
+        finally:
+            if empty:
+                with self._pool.connection() as conn:
+                    self._build_vector_index(conn)
+                    conn.execute("ANALYZE chunks")
+                self._lexeme_freq = None
 
     def _configure(self, conn) -> None:
         _vector_adapters(conn)
@@ -277,6 +314,8 @@ class PostgresStore:
             for ch, vec, feat in zip(chunks, vectors, features)
         ]
         with self._pool.connection() as conn, conn.transaction():
+            if not self.durable_writes:
+                conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
                                             doc.updated_at, doc.content_hash, source_path, len(chunks)))
             conn.execute("DELETE FROM chunks WHERE doc_id = %s AND NOT (id = ANY(%s))", (doc.id, [c.id for c in chunks]))
@@ -346,7 +385,10 @@ class PostgresStore:
         return [(cid, float(s)) for cid, s in rows]
 
     def _prune(self, conn, terms: list[str]) -> list[str]:
-        """Rarest terms first within a budget of postings, on large libraries (see the SQLite store)."""
+        """Rarest terms first within a budget of matching rows, on large libraries (as in the SQLite
+        store). PostgreSQL ranks every row that matches (`ts_rank_cd` reads each row's tsvector), so
+        the budget is strict once the rarest term is in; a phrase costs the rows of its rarest word,
+        which bound its matches."""
         n, freq = self._lexeme_frequencies(conn)
         if n < LEXICAL_PRUNE_MIN_CHUNKS or not freq:
             return terms
@@ -360,11 +402,10 @@ class PostgresStore:
         def df(lexeme: str) -> float:
             return freq.get(lexeme, floor / 2) * n
 
-        costed = [(min((df(x) for x in lexemes[t]), default=0.0), sum(df(x) for x in lexemes[t]), t)
-                  for t in terms if lexemes[t]]
+        costed = sorted((min(df(x) for x in lexemes[t]), t) for t in terms if lexemes[t])
         budget, spent, kept = LEXICAL_POSTINGS_BUDGET * n, 0.0, []
-        for _, cost, t in sorted(costed):
-            if len(kept) >= 2 and spent + cost > budget:
+        for cost, t in costed:
+            if kept and spent + cost > budget:
                 break
             kept.append(t)
             spent += cost
