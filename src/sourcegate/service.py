@@ -19,6 +19,7 @@ from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
 from .gate import GateThresholds, Route, apply_gate, guidance
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
+from .judge_guard import guard_judge
 from .models import Candidate
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
@@ -82,7 +83,8 @@ class SourceGate:
     @property
     def judge(self) -> Judge:
         if self._judge is None:
-            self._judge = make_judge(self.settings, embedder=self.embedder)
+            # Deadline, retries and circuit breaker (JUDGE_*): a slow or dead judge fails closed.
+            self._judge = guard_judge(make_judge(self.settings, embedder=self.embedder), self.settings)
         return self._judge
 
     def _validate(self, query: str) -> str:

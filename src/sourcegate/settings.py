@@ -101,6 +101,13 @@ class Settings(BaseSettings):
     # /metrics: this key when set, else MCP_API_KEY when set, else open.
     metrics_api_key: str | None = Field(None, validation_alias=_env("METRICS_API_KEY"))
 
+    # Judge faults: a deadline for judging one question, retries of a failed judge call within
+    # it, and a circuit breaker that fails questions closed at once after consecutive failures.
+    judge_deadline_s: float = Field(20.0, gt=0, validation_alias=_env("JUDGE_DEADLINE_S"))
+    judge_retries: int = Field(1, ge=0, validation_alias=_env("JUDGE_RETRIES"))
+    judge_breaker_failures: int = Field(5, ge=1, validation_alias=_env("JUDGE_BREAKER_FAILURES"))
+    judge_breaker_cooldown_s: float = Field(30.0, gt=0, validation_alias=_env("JUDGE_BREAKER_COOLDOWN_S"))
+
     @model_validator(mode="before")
     @classmethod
     def _keywords_win(cls, data):
