@@ -49,6 +49,8 @@ def twelve_candidates(gate: SourceGate, query: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--compare", action="store_true",
+                    help="also time the judge without its reader stage (the previous version), interleaved")
     ap.add_argument("--threads", type=int, default=0,
                     help="BLAS threads of the embedder (0: the package default, UseEmbedder's 2)")
     args = ap.parse_args()
@@ -61,14 +63,25 @@ def main() -> None:
         judge = require_local_judge(gate.embedder)
         gate._judge = judge
         questions = demo_questions()
-        gate_ms, judge_ms, sizes = [], [], []
+        gate_ms, judge_ms, sizes, plain_ms, read = [], [], [], [], []
+        plain = None
+        if args.compare:
+            from sourcegate.judges.local import LocalJudge
+
+            plain = LocalJudge(embedder=gate.embedder, reader=False)
         for q in questions:
             cands = twelve_candidates(gate, q)
             inputs = [JudgeInput(id=c.id, text=c.text, title=c.title, source_type=c.source_type, status=c.status,
                                  version=c.version, passage_features=c.passage_features, embedding=c.embedding)
                       for c in cands]
             judge.judge(q, inputs)  # warm caches for this query shape
+            if plain is not None:
+                plain.judge(q, inputs)
             for _ in range(args.repeats):
+                if plain is not None:
+                    with Timer() as tp:
+                        plain.judge(q, inputs)
+                    plain_ms.append(tp.ms)
                 with Timer() as tg:
                     with Timer() as tj:
                         res = judge.judge(q, inputs)
@@ -76,6 +89,7 @@ def main() -> None:
                                8 if is_multi_document(q) else 5)
                 gate_ms.append(tg.ms)
                 judge_ms.append(tj.ms)
+                read.append(res.usage.get("passages_read", 0))
                 sizes.append(len(cands))
         for q in questions[:3]:
             gate.ask(q, interface="bench")  # warm-up
@@ -95,7 +109,9 @@ def main() -> None:
         "judge": judge.name if hasattr(judge, "name") else type(judge).__name__, "demo_chunks": chunks,
         "candidates_per_query": round(sum(sizes) / len(sizes), 1),
         "ask_candidates_per_query": round(sum(ask_sizes) / len(ask_sizes), 1),
+        "judge_model": judge.model_id, "passages_read_per_query": round(sum(read) / max(1, len(read)), 1),
         "gate_ms": lat(gate_ms), "judge_ms": lat(judge_ms), "ask_ms": lat(ask_ms),
+        "judge_ms_without_reader": lat(plain_ms) if plain_ms else None,
         "ask_stages_ms": {k: lat(v) for k, v in stages.items()}, "peak_rss_mb": peak_rss_mb(),
         "goal_gate_p95_ms": GOAL_GATE_P95_MS, "goal_ask_p95_ms": GOAL_ASK_P95_MS,
         "goal_gate_met": g95 <= GOAL_GATE_P95_MS, "goal_ask_met": a95 <= GOAL_ASK_P95_MS,

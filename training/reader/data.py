@@ -39,11 +39,12 @@ _SENT = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 
 
 def read_text(path: Path) -> str:
-    """A data file, or its gzipped copy (`path` + ".gz", as `pack.py` writes them)."""
-    if not path.exists() and path.with_name(path.name + ".gz").exists():
-        import gzip
+    """A data file, or its xz-compressed copy (`path` + ".xz", as `pack.py` writes them)."""
+    xz = path.with_name(path.name + ".xz")
+    if not path.exists() and xz.exists():
+        import lzma
 
-        return gzip.decompress(path.with_name(path.name + ".gz").read_bytes()).decode("utf-8")
+        return lzma.decompress(xz.read_bytes()).decode("utf-8")
     return path.read_text(encoding="utf-8")
 
 

@@ -10,8 +10,10 @@ CARRY=${CARRY:-.cache/reader/carry}
 OUTDIR=${OUT:-out}
 WORK=${WORK:-/tmp/reader}
 mkdir -p "$OUTDIR" "$WORK"
-export SOURCEGATE_READER_BASE="$CARRY/base" PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PY=${PYTHON:-python3}
+$PY -m training.reader.pack --unpack "$CARRY" --base-out "$WORK/base"
+export SOURCEGATE_READER_BASE="$WORK/base"
 $PY -m training.reader.data --data "$CARRY/data" --out "$WORK/examples.pt"
 $PY -m training.reader.train --examples "$WORK/examples.pt" --ckpt-dir "$WORK/ckpt" --device cuda --bf16 \
   --batch 64 --lr 1e-4 --max-examples 0 --epochs 2 --ckpt-every 1000 --keep 2 --threads 8 --log "$OUTDIR/train_log.jsonl"

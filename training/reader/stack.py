@@ -3,17 +3,21 @@ reader never trained on (`data.is_stack_article`).
 
     python -m training.reader.stack [--weights src/sourcegate/judges/weights] [--data ../shared/data]
 
-Rows: each held-out question against its own paragraph (answerable, or human-written unanswerable),
+Rows: a seeded sample of 800 held-out questions, each against its own paragraph (answerable, or human-written unanswerable),
 against its paragraph with the answer sentences removed, and against another paragraph of the same
 article. Every row is judged by the interpretable judge (no reader) and read by the reader, the
-questions' passages in one batch as in the judge. The articles are split in two by hash: the logistic
-regression is fitted on one half and its isotonic calibration on the other. The reported figures of the
+questions' passages in one batch as in the judge. Plus the hand-written procedure chunks of
+`scripts/data/evidence_procedures_dev.jsonl` (development data: each question against a chunk that
+answers it, a chunk of the same subject that does not, and one of another procedure), weighted as much
+as the SQuAD rows together. Articles and groups are split in two by hash: the logistic regression is
+fitted on one half and its isotonic calibration on the other. The reported figures of the
 shipped judge come from other data (`python -m training.reader.evaluate`, `scripts/eval_local_judge.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 import sys
@@ -22,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DEFAULT_DATA, REPO, SEED, answer_removed, is_stack_article, read_jsonl_lines
+from .data import DEFAULT_CACHE, DEFAULT_DATA, REPO, SEED, answer_removed, is_stack_article, read_jsonl_lines
 
-EVI_NAMES = ("lo_evi", "lo_rel", "lo_ans", "margin")
+PROCEDURES_DEV = REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl"
+EVI_NAMES = ("lo_evi", "lo_rel", "lo_ans", "margin", "span_ok")
 
 
-def stack_rows(data: Path, seed: int = SEED) -> list[dict]:
+def stack_rows(data: Path, seed: int = SEED, max_questions: int = 0) -> list[dict]:
+    """`max_questions` > 0 keeps a seeded sample of that many questions (with all their rows)."""
     rng = random.Random(seed)
     by_article: dict[str, list[dict]] = {}
     for p in read_jsonl_lines(data / "train" / "squad_spans" / "squad2_dev.jsonl"):
@@ -49,37 +55,64 @@ def stack_rows(data: Path, seed: int = SEED) -> list[dict]:
                     if o is not p and not any(x.lower() in o["context"].lower() for x in texts):
                         rows.append({"query": qa["question"], "text": o["context"], "label": 0, "title": title,
                                      "kind": "other"})
+    if max_questions:
+        qs = sorted({r["query"] for r in rows})
+        keep = set(random.Random(seed + 1).sample(qs, min(max_questions, len(qs))))
+        rows = [r for r in rows if r["query"] in keep]
     return rows
 
 
-def featurise(rows: list[dict], judge, stage) -> np.ndarray:
+def _key(r: dict) -> str:
+    return hashlib.sha1(f"{r['query']}\0{r.get('title', '')}\0{r['text']}".encode()).hexdigest()[:20]
+
+
+def base_scores(rows: list[dict], judge, cache: dict) -> list[dict]:
+    """The interpretable judge's probabilities per row (the questions' passages in one batch); `cache`
+    (row key -> scores) is filled in and reused: these do not depend on the reader."""
     from sourcegate.judges import JudgeInput
+
+    todo = [r for r in rows if _key(r) not in cache]
+    for q, idx in _progress(_groups(todo), "judging"):
+        _, base = judge.judge_detailed(q, [JudgeInput(id=str(i), text=todo[i]["text"], title=todo[i].get("title", ""))
+                                           for i in idx])
+        for k, i in enumerate(idx):
+            cache[_key(todo[i])] = {n: base[k][n] for n in ("evi_base", "rel", "con", "qtype")}
+    return [cache[_key(r)] for r in rows]
+
+
+def featurise(rows: list[dict], base: list[dict], reader) -> np.ndarray:
     from sourcegate.judges.local.reader_stage import reader_features
 
     X = np.zeros((len(rows), len(EVI_NAMES)))
-    groups: dict[str, list[int]] = {}
+    for q, idx in _progress(_groups(rows), "reading"):
+        for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
+            f = reader_features(base[i], rd)
+            X[i] = [f[n] for n in EVI_NAMES]
+    return X
+
+
+def _groups(rows: list[dict]) -> list[tuple[str, list[int]]]:
+    g: dict[str, list[int]] = {}
     for i, r in enumerate(rows):
-        groups.setdefault(r["query"], []).append(i)
+        g.setdefault(r["query"], []).append(i)
+    return list(g.items())
+
+
+def _progress(items, desc):
     try:
         from tqdm import tqdm
     except ImportError:  # pragma: no cover
-        def tqdm(x, **_):
-            return x
-    for q, idx in tqdm(list(groups.items()), desc="judging", unit="question"):
-        _, base = judge.judge_detailed(q, [JudgeInput(id=str(i), text=rows[i]["text"], title=rows[i]["title"])
-                                           for i in idx])
-        readings = stage.reader.read(q, [rows[i]["text"] for i in idx])
-        for k, (i, rd) in enumerate(zip(idx, readings)):
-            f = reader_features(base[k], rd)
-            X[i] = [f[n] for n in EVI_NAMES]
-    return X
+        return items
+    return tqdm(items, desc=desc, unit="question", mininterval=10)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", type=Path, default=REPO / "src" / "sourcegate" / "judges" / "weights")
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    ap.add_argument("--features-cache", type=Path, default=None)
+    ap.add_argument("--max-questions", type=int, default=800, help="a seeded sample of the held-out questions")
+    ap.add_argument("--base-cache", type=Path, default=DEFAULT_CACHE / "stack_base.json",
+                    help="the interpretable judge's scores per row (they do not depend on the reader)")
     a = ap.parse_args()
     from sklearn.metrics import roc_auc_score
 
@@ -88,26 +121,35 @@ def main() -> None:
 
     from sourcegate.judges.local import LocalJudge
     from sourcegate.judges.local.reader import Reader
-    from sourcegate.judges.local.reader_stage import ReaderStage
 
-    rows = stack_rows(a.data)
-    if a.features_cache and a.features_cache.exists():
-        X = np.load(a.features_cache)
-    else:
-        judge = LocalJudge(reader=False)
-        stage = ReaderStage(Reader(a.weights), {"heads": {}}, b"")
-        X = featurise(rows, judge, stage)
-        if a.features_cache:
-            np.save(a.features_cache, X)
+    rows = stack_rows(a.data, max_questions=a.max_questions)
+    for r in rows:
+        r["group"] = r["title"]
+    proc = read_jsonl_lines(PROCEDURES_DEV) if PROCEDURES_DEV.exists() else []
+    rows += proc
+    judge = LocalJudge(reader=False)
+    cached = json.loads(a.base_cache.read_text()) if a.base_cache.exists() else {}
+    cache = cached.get("base", {}) if cached.get("judge") == judge.model_id else {}
+    base = base_scores(rows, judge, cache)
+    a.base_cache.parent.mkdir(parents=True, exist_ok=True)
+    a.base_cache.write_text(json.dumps({"judge": judge.model_id, "base": cache}))
+    X = featurise(rows, base, Reader(a.weights))
     y = np.array([r["label"] for r in rows])
-    half = np.array([zlib.crc32(("half:" + r["title"]).encode()) % 2 for r in rows])
+    half = np.array([zlib.crc32(("half:" + r["group"]).encode()) % 2 for r in rows])
     fit, cal = half == 0, half == 1
-    head = fit_head(X[fit], y[fit], X[cal], y[cal], EVI_NAMES)
+    # the hand-written procedure chunks weigh as much as the SQuAD rows together: they are the genre
+    # the gate reads
+    is_proc = np.array([r["id"].startswith("epd-") if "id" in r else False for r in rows])
+    wt = np.where(is_proc, max(1.0, (~is_proc).sum() / max(1, is_proc.sum())), 1.0)
+    head = fit_head(X[fit], y[fit], X[cal], y[cal], EVI_NAMES, weight_fit=wt[fit], weight_cal=wt[cal])
     from sourcegate.judges.local.model import Head
 
-    rep = {"rows": len(rows), "fit_rows": int(fit.sum()), "cal_rows": int(cal.sum()), "positives": int(y.sum())}
+    rep = {"rows": len(rows), "procedure_rows": int(is_proc.sum()), "fit_rows": int(fit.sum()),
+           "cal_rows": int(cal.sum()), "positives": int(y.sum())}
     h = Head(head)
-    for name, m in (("fit", fit), ("cal", cal)):
+    for name, m in (("fit", fit), ("cal", cal), ("fit_procedures", fit & is_proc), ("cal_procedures", cal & is_proc)):
+        if len(set(y[m])) < 2:
+            continue
         rep[f"auroc_{name}"] = {
             "stacked": round(float(roc_auc_score(y[m], h.raw(X[m]))), 3),
             "reader_p_answer": round(float(roc_auc_score(y[m], X[m][:, EVI_NAMES.index("lo_ans")])), 3),

@@ -266,7 +266,7 @@ class LocalJudge:
         p_sup = float(pf["sup"])
         if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:
             p_sup = max(p_sup, 0.97)
-        return {"rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
+        return {"qtype": q.qtype, "rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
                 "sup": p_sup, "xling": xling, "subject_mismatch": bool(q.premise and fc.get("subject_mismatch"))}
 
     def _reader_stage(self, query: str, q, infos: dict, passages: list[JudgeInput], base: dict) -> int:

@@ -35,6 +35,7 @@ class Reading:
     span: str  # the best span's text ("" when the passage is empty)
     p_contradiction: float  # NLI: the question, read as a claim, is contradicted by the passage
     p_entailment: float
+    span_context: str = ""  # the span with a few words before it ("every 2,000 hours")
 
 
 def _sigmoid(x):
@@ -123,9 +124,10 @@ class Reader:
             margin = float(m[a, b]) - null if valid.any() else -20.0
             text = passages[owner[i]] or ""
             span = text[po[a][0]: po[b][1]] if valid.any() else ""
+            ctx = text[max(0, po[a][0] - 24): po[b][1]] if valid.any() else ""
             pn = _softmax(nli[i])
             r = Reading(p_answer=float(_sigmoid(ans[i])), span_margin=margin, span=span,
-                        p_contradiction=float(pn[2]), p_entailment=float(pn[0]))
+                        p_contradiction=float(pn[2]), p_entailment=float(pn[0]), span_context=ctx)
             k = owner[i]
             if k not in best or r.p_answer > best[k].p_answer:
                 if k in best:  # keep the strongest contradiction over the windows

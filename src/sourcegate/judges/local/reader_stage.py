@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .features import vec
+from .features import _type_ok, vec
 from .model import WEIGHTS_DIR, Head
 from .reader import ONNX_NAME, Reader, Reading
 
@@ -32,9 +32,18 @@ def _logit(p: float) -> float:
     return math.log(p / (1 - p))
 
 
+# question types whose answer has a recognisable form; the extracted span is checked against it
+TYPED = ("freq", "quant", "when", "who")
+
+
 def reader_features(base: dict, r: Reading) -> dict[str, float]:
-    """`base`: the interpretable heads' probabilities for the passage ("evi_base", "rel", "con")."""
+    """`base`: the interpretable heads' probabilities for the passage ("evi_base", "rel", "con") and the
+    question's type ("qtype"). `span_ok`: the extracted span has the form the question asks for (a
+    frequency for "how often", a number for "how much", a date for "when", a person or organisation for
+    "who"); 1 for other questions."""
+    qt = base.get("qtype", "")
     return {
+        "span_ok": _type_ok(qt, r.span_context or r.span) if qt in TYPED else 1.0,
         "lo_evi": _logit(base["evi_base"]),
         "lo_rel": _logit(base["rel"]),
         "lo_con": _logit(base["con"]),
