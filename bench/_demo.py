@@ -41,7 +41,7 @@ def demo_questions() -> list[str]:
     return [r["query"] for r in rows if not r.get("blind")]
 
 
-def require_local_judge(embedder=None):
+def require_local_judge(embedder=None, reader: bool = True):
     """The local judge, or exit with what to do: the benchmarks that need it are meaningless without it."""
     try:
         from sourcegate.judges import JudgeInput
@@ -49,7 +49,7 @@ def require_local_judge(embedder=None):
     except ImportError as e:
         raise JudgeNotReady(f"the local judge does not import ({e}); it is required here: re-run once "
                             "sourcegate.judges.local is in place") from None
-    judge = LocalJudge(embedder=embedder)
+    judge = LocalJudge(embedder=embedder, reader=reader)
     res = judge.judge("How often should pump P-200 be greased?",
                       [JudgeInput(id="probe", text="Grease the P-200 bearings every 2,000 hours.", title="P-200")])
     if not res.results or res.results[0].scores is None:

@@ -56,6 +56,8 @@ class Settings(BaseSettings):
 
     # Judge backend: local | typesafe | recorded | llm
     judge: str = Field("local", validation_alias=_env("SOURCEGATE_JUDGE"))
+    # the local judge's reader stage (off: the interpretable heads alone, faster, weaker on evidence)
+    reader: bool = Field(True, validation_alias=_env("SOURCEGATE_READER"))
     recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))
     typesafe_api_key: str | None = Field(None, validation_alias=_env("TYPESAFE_API_KEY"))
     typesafe_model: str = Field("jev-1.13.0", validation_alias=_env("TYPESAFE_MODEL"))
