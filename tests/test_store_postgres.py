@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -118,6 +119,26 @@ def test_bulk_load_builds_the_vector_index_once_and_a_load_cut_short_gets_it_bac
     s = PostgresStore(postgres_url, EMB.id, EMB.dim)
     assert has_index()
     s.close()
+
+
+def test_a_read_replica_is_searched_without_migrating(postgres_server, postgres_url):
+    """Serve replicas may point at a hot standby: opening it must not write."""
+    schema = postgres_url.rsplit("search_path%3D", 1)[1].split("%2C", 1)[0]
+    sep = "&" if "?" in postgres_server else "?"
+    read_only = f"{postgres_server}{sep}options=" + quote(f"-csearch_path={schema},public -cdefault_transaction_read_only=on",
+                                                          safe="")
+    with pytest.raises(RuntimeError, match="holds no sourcegate index"):
+        PostgresStore(read_only, EMB.id, EMB.dim)
+    s = PostgresStore(postgres_url, EMB.id, EMB.dim)
+    put(s, "A", ["chlorine residual at the outlet"])
+    s.close()
+    r = PostgresStore(read_only, EMB.id, EMB.dim)
+    assert r.read_only and [h[0] for h in r.lexical_search("chlorine", 5)] == ["A#0"]
+    with pytest.raises(Exception, match="read-only"):
+        put(r, "B", ["text"])
+    r.close()
+    with pytest.raises(RuntimeError, match="embedder"):
+        PostgresStore(read_only, "other", 32)
 
 
 def test_unreachable_server_says_what_to_check(tmp_path):

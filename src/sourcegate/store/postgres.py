@@ -191,6 +191,7 @@ class PostgresStore:
             raise ValueError("maintenance_work_mem must look like '512MB'")
         self.maintenance_work_mem = maintenance_work_mem
         self.durable_writes = durable_writes
+        self.read_only = False
         requested = text_search_config(language)
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
@@ -208,6 +209,8 @@ class PostgresStore:
     def _migrate(self, conn, requested_config: str) -> str:
         import psycopg
 
+        if conn.execute("SHOW transaction_read_only").fetchone()[0] == "on":
+            return self._check_read_only(conn, requested_config)
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL)")
@@ -245,6 +248,28 @@ class PostgresStore:
         # A bulk load cut short leaves the table without its vector index: build it again.
         if conn.execute("SELECT to_regclass('chunks_embedding_hnsw') IS NULL").fetchone()[0]:
             self._build_vector_index(conn)
+        return config
+
+    def _check_read_only(self, conn, requested_config: str) -> str:
+        """A read replica (hot standby) or a read-only role: nothing to migrate here, only checks."""
+        self.read_only = True
+        hint = "open it once with a writable connection to the primary (sourcegate status) first"
+        if conn.execute("SELECT to_regclass('schema_migrations') IS NULL OR to_regclass('meta') IS NULL").fetchone()[0]:
+            raise RuntimeError(f"The read-only database {self.location} holds no sourcegate index: {hint}")
+        done = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+        missing = [name for name, _ in _migrations(self.dim) if name not in done]
+        if missing:
+            raise RuntimeError(f"The read-only database {self.location} lacks migrations {', '.join(missing)}: {hint}")
+        stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        if stored.get("embedder") != self.embedder_id or int(stored.get("dim", 0)) != self.dim:
+            raise RuntimeError(
+                f"The index {self.location} was built with embedder {stored.get('embedder')} ({stored.get('dim')}-d), "
+                f"not {self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or another database.")
+        config = stored.get("text_search_config", requested_config)
+        if config != requested_config:
+            raise RuntimeError(
+                f"The index {self.location} was built for text search configuration {config!r}, not "
+                f"{requested_config!r}: set SOURCEGATE_LIBRARY_LANGUAGE to the library's language.")
         return config
 
     def _build_vector_index(self, conn) -> None:
