@@ -59,7 +59,7 @@ def _start_pgserver():
 @pytest.fixture(scope="session")
 def postgres_server():
     """The base URL of a PostgreSQL server with the pgvector extension created in `public`."""
-    import psycopg
+    psycopg = pytest.importorskip("psycopg", reason='PostgreSQL tests need psycopg (pip install -e ".[test]")')
 
     server = root = None
     if EXTERNAL_URL:

@@ -8,15 +8,18 @@ import base64
 import json
 
 import pytest
-from azure.core.credentials import AzureKeyCredential
 
-from fakes.azure_search import API_VERSION, FakeSearchService, FakeSearchTransport
-from live_azure import ENDPOINT as LIVE_ENDPOINT
-from sourcegate.embed import HashingEmbedder
-from sourcegate.models import Chunk, Document
-from sourcegate.retrieve import RetrievalSettings, Retriever
-from sourcegate.store import SearchFilters, open_store
-from sourcegate.store.azure import AzureSearchStore, analyzer_for, filter_expression, search_text
+pytest.importorskip("azure.search.documents", reason='the Azure store tests need azure-search-documents (pip install -e ".[test]")')
+
+from azure.core.credentials import AzureKeyCredential  # noqa: E402
+
+from fakes.azure_search import API_VERSION, FakeSearchService, FakeSearchTransport  # noqa: E402
+from live_azure import ENDPOINT as LIVE_ENDPOINT  # noqa: E402
+from sourcegate.embed import HashingEmbedder  # noqa: E402
+from sourcegate.models import Chunk, Document  # noqa: E402
+from sourcegate.retrieve import RetrievalSettings, Retriever  # noqa: E402
+from sourcegate.store import SearchFilters, open_store  # noqa: E402
+from sourcegate.store.azure import AzureSearchStore, analyzer_for, filter_expression, search_text  # noqa: E402
 
 EMB = HashingEmbedder(64)
 

@@ -43,6 +43,7 @@ def postgresql(request, tmp_path):
 
 def azure_fake(request, tmp_path):
     """Azure AI Search at the transport boundary: one in-memory service per test."""
+    pytest.importorskip("azure.search.documents", reason='needs azure-search-documents (pip install -e ".[test]")')
     from azure.core.credentials import AzureKeyCredential
 
     from fakes.azure_search import FakeSearchService, FakeSearchTransport
