@@ -23,7 +23,26 @@ def _gate(settings: Settings, **kw):
     return SourceGate(settings, **kw)
 
 
-@click.group()
+class _Group(click.Group):
+    """Storage faults (a read-only or full home, a locked or corrupt index, an audit log that
+    cannot be written) end in one line naming the file and the fix, not a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except Exception as e:
+            from .storage_errors import describe
+
+            settings = (ctx.obj or {}).get("settings")
+            if isinstance(e, (click.exceptions.Exit, click.ClickException, click.Abort)) or settings is None:
+                raise
+            message = describe(e, settings.index_path, settings.home)
+            if message is None:
+                raise
+            raise click.ClickException(message) from None
+
+
+@click.group(cls=_Group)
 @click.option("--home", type=click.Path(path_type=Path), envvar="SOURCEGATE_HOME",
               help="Folder holding the index and the audit log [env SOURCEGATE_HOME, default ./.sourcegate].")
 @click.option("--judge", "judge_name", type=click.Choice(["local", "typesafe", "recorded", "llm"]), envvar="SOURCEGATE_JUDGE",
