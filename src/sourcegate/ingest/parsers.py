@@ -13,6 +13,12 @@ from ..models import Document
 
 SUPPORTED = {".pdf", ".docx", ".md", ".markdown", ".html", ".htm", ".txt", ".json"}
 
+# Hostile input: past these, a file is refused or read as plain text rather than parsed for its
+# structure (parsers of nested structures are quadratic or recursive on such input).
+MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024  # a DOCX (zip) that inflates past this is refused
+MAX_NESTING = 256  # HTML elements or Markdown quotes and lists nested deeper: read as text
+MAX_MARKUP_LINE = 20_000  # a Markdown line longer than this: the file is read as text
+
 
 class IngestError(Exception):
     """A file that cannot be ingested; the message is the reason shown to the user."""
@@ -66,10 +72,26 @@ def parse_txt(path: Path, doc_id: str) -> list[Document]:
     return [Document(id=doc_id, title=title, text=text)]
 
 
+def _markdown_is_pathological(source: str) -> bool:
+    """Lines too long or structures too deep for markdown-it's inline and block parsers, which
+    take minutes on such input."""
+    for line in source.splitlines():
+        if len(line) > MAX_MARKUP_LINE:
+            return True
+        stripped = line.lstrip(" \t>")
+        if len(line) - len(stripped) > MAX_NESTING // 4 and line.strip():
+            return True
+    return False
+
+
 def parse_markdown(path: Path, doc_id: str) -> list[Document]:
     from markdown_it import MarkdownIt
 
     source = decode_text(path.read_bytes())
+    if _markdown_is_pathological(source):
+        text = _clean(source)
+        _require_text(text, "Markdown file")
+        return [Document(id=doc_id, title=path.stem, text=text)]
     tokens = MarkdownIt("commonmark").enable("table").parse(source)
     blocks: list[str] = []
     headings: list[tuple[int, str]] = []
@@ -107,10 +129,46 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
 _HTML_BLOCKS = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "blockquote", "dt", "dd", "figcaption"]
 
 
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b[^>]*?(/?)>")
+_HIDDEN_BLOCKS = re.compile(r"<(script|style|noscript|template|svg)\b.*?</\1\s*>", re.S | re.I)
+_VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+
+def _html_depth(markup: str) -> int:
+    """The deepest element nesting, from one regex pass (unclosed tags count as open)."""
+    depth = deepest = 0
+    for m in _TAG.finditer(markup):
+        if m.group(2).lower() in _VOID_TAGS or m.group(3):
+            continue
+        if m.group(1):
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > MAX_NESTING:
+                    break
+    return deepest
+
+
+def _html_as_text(markup: str, path: Path, doc_id: str) -> list[Document]:
+    import html as html_lib
+
+    title = re.search(r"<title[^>]*>(.*?)</title", markup, re.S | re.I)
+    text = _HIDDEN_BLOCKS.sub(" ", markup)
+    text = html_lib.unescape(re.sub(r"<[^>]*>", "\n", text))
+    text = _clean("\n".join(line.strip() for line in text.splitlines() if line.strip()))
+    _require_text(text, "HTML page")
+    return [Document(id=doc_id, title=(title.group(1).strip() if title else "") or path.stem, text=text)]
+
+
 def parse_html(path: Path, doc_id: str) -> list[Document]:
     from bs4 import BeautifulSoup
 
-    soup = BeautifulSoup(decode_text(path.read_bytes()), "html.parser")
+    markup = decode_text(path.read_bytes())
+    if _html_depth(markup) > MAX_NESTING:  # too deep for a tree walk: keep the text, not the structure
+        return _html_as_text(markup, path, doc_id)
+    soup = BeautifulSoup(markup, "html.parser")
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
         tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None
@@ -140,11 +198,25 @@ def parse_docx(path: Path, doc_id: str) -> list[Document]:
     if not zipfile.is_zipfile(path):
         raise IngestError("not a valid DOCX file (not a zip archive)")
     try:
+        with zipfile.ZipFile(path) as z:
+            inflated = sum(info.file_size for info in z.infolist())
+    except Exception as e:
+        raise IngestError(f"not a valid DOCX file ({type(e).__name__}: {e})") from None
+    if inflated > MAX_UNCOMPRESSED_BYTES:
+        raise IngestError(f"the DOCX inflates to {inflated / 1e6:.0f} MB, over the "
+                          f"{MAX_UNCOMPRESSED_BYTES / 1e6:.0f} MB limit (a zip bomb?)")
+    try:
         import docx
 
         d = docx.Document(str(path))
+        return _docx_document(d, path, doc_id)
+    except IngestError:
+        raise
     except Exception as e:
-        raise IngestError(f"not a valid DOCX file ({type(e).__name__}: {e})") from None
+        raise IngestError(f"not a valid DOCX file ({type(e).__name__}: {str(e)[:160]})") from None
+
+
+def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     blocks, headings, stack, pos = [], [], [], 0
     title = (d.core_properties.title or "").strip() or None
     for para in d.paragraphs:
@@ -247,6 +319,10 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
         data = json.loads(decode_text(path.read_bytes()))
     except json.JSONDecodeError as e:
         raise IngestError(f"invalid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except RecursionError:
+        raise IngestError("invalid passage export: JSON nested too deeply") from None
+    except ValueError as e:  # e.g. a number with more digits than Python converts
+        raise IngestError(f"invalid JSON ({str(e)[:120]})") from None
     if isinstance(data, dict) and isinstance(data.get("passages") or data.get("documents"), list):
         data = data.get("passages") or data.get("documents")
     if not isinstance(data, list):
