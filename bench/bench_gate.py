@@ -49,8 +49,9 @@ def twelve_candidates(gate: SourceGate, query: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--reader", action="store_true", help="the local judge with its reader stage")
     ap.add_argument("--compare", action="store_true",
-                    help="also time the judge without its reader stage (the previous version), interleaved")
+                    help="with --reader: also time the judge without its reader stage, interleaved")
     ap.add_argument("--threads", type=int, default=0,
                     help="BLAS threads of the embedder (0: the package default, UseEmbedder's 2)")
     args = ap.parse_args()
@@ -60,7 +61,7 @@ def main() -> None:
         from sourcegate.embed import UseEmbedder
 
         gate = SourceGate(settings, embedder=UseEmbedder(threads=args.threads) if args.threads else None)
-        judge = require_local_judge(gate.embedder)
+        judge = require_local_judge(gate.embedder, reader=args.reader)
         gate._judge = judge
         questions = demo_questions()
         gate_ms, judge_ms, sizes, plain_ms, read = [], [], [], [], []

@@ -43,20 +43,20 @@ def test_reader_reads_long_passages_in_windows_and_keeps_every_passage():
 
 @needs_reader
 def test_judge_uses_the_reader_and_records_it():
-    judge = local.LocalJudge()
+    judge = local.LocalJudge(reader=True)
     j = judge.judge("How often is the return filter element on the HPU-7 replaced?",
                     [JudgeInput(id="a", text=FILTER), JudgeInput(id="b", text=FILTER_NO_INTERVAL)])
     assert "+reader-" in j.model
     assert j.usage["passages_read"] == 2
     a, b = (x.scores for x in j.results)
     assert a.contains_answer_evidence > b.contains_answer_evidence
-    plain = local.LocalJudge(reader=False)
-    assert "+reader-" not in plain.model_id
+    plain = local.LocalJudge()
+    assert "+reader-" not in plain.model_id  # opt-in: the default judge has no reader stage
 
 
 @needs_reader
 def test_reader_failure_falls_back_to_the_interpretable_heads(monkeypatch):
-    judge = local.LocalJudge()
+    judge = local.LocalJudge(reader=True)
     q = "How often is the return filter element on the HPU-7 replaced?"
     ps = [JudgeInput(id="a", text=FILTER)]
     base = local.LocalJudge(reader=False).judge(q, ps).results[0].scores
@@ -72,7 +72,7 @@ def test_reader_failure_falls_back_to_the_interpretable_heads(monkeypatch):
 
 @needs_reader
 def test_reader_skips_other_languages_and_irrelevant_passages():
-    judge = local.LocalJudge()
+    judge = local.LocalJudge(reader=True)
     j = judge.judge("À quelle fréquence remplace-t-on l'élément filtrant ?",
                     [JudgeInput(id="a", text=FILTER)])
     assert j.usage["passages_read"] == 0

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -70,12 +71,14 @@ def pair_report(reader, rows: list[dict], by: str | None = None, qonly: bool = T
     return rep
 
 
-def evaluate(reader, data: Path, limit: int = 0) -> dict:
+def evaluate(reader, data: Path, limit: int = 0, quick: bool = False) -> dict:
     out = {}
     sq = read_jsonl(data / "squad2-dev" / "evidence_pairs.jsonl")
-    out["squad2_dev_cct"] = pair_report(reader, sq[:limit] if limit else sq)
+    out["squad2_dev_cct"] = pair_report(reader, sq[:limit] if limit else sq, qonly=not quick)
     hb = read_jsonl(SCRIPTS_DATA / "evidence_hard_blind.jsonl")
-    out["evidence_hard_blind"] = pair_report(reader, hb, by="kind")
+    out["evidence_hard_blind"] = pair_report(reader, hb, by="kind", qonly=not quick)
+    if quick:
+        return out
     st = [r for r in stack_rows(data) if r["kind"] in ("own", "unanswerable")]
     out["squad2_stack_articles"] = pair_report(reader, st[:limit] if limit else st, qonly=False)
     fp = read_jsonl(SCRIPTS_DATA / "false_premise_blind.jsonl")
@@ -95,6 +98,7 @@ def load_runtime_reader():
     path = REPO / "src" / "sourcegate" / "judges" / "local" / "reader.py"
     spec = importlib.util.spec_from_file_location("sourcegate_reader_runtime", path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
     return mod.Reader
 
@@ -105,6 +109,7 @@ def main() -> None:
     ap.add_argument("--ckpt", type=Path, default=None)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="only the two evidence sets, no baselines (for the curve)")
     ap.add_argument("--out", type=Path, default=None, help="append the JSON report to this file")
     a = ap.parse_args()
     Reader = load_runtime_reader()
@@ -120,7 +125,7 @@ def main() -> None:
         reader = Reader(wdir)
         rep = {"checkpoint": info.get("checkpoint") or reader.meta.get("checkpoint"),
                "qa_examples_seen": info.get("qa_examples_seen") or reader.meta.get("qa_examples_seen"),
-               **evaluate(reader, a.data, a.limit)}
+               **evaluate(reader, a.data, a.limit, a.quick)}
     s = json.dumps(rep, indent=1)
     print(s)
     if a.out:

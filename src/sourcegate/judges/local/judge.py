@@ -104,8 +104,9 @@ def passage_features(text: str, title: str = "", weights: Weights | None = None,
 class LocalJudge:
     name = "local"
 
-    def __init__(self, embedder=None, weights_dir=None, reader: bool = True, rules: bool | None = None):
-        """`reader=False` judges with the interpretable features alone (as before the reader). `rules`
+    def __init__(self, embedder=None, weights_dir=None, reader: bool = False, rules: bool | None = None):
+        """`reader=True` adds the reader stage (`SOURCEGATE_READER=true`); without it the judge uses the
+        interpretable features alone. `rules`
         applies the focus and frequency caps to the evidence question; by default only where the
         reader does not read the passage (it makes them redundant where it does)."""
         if embedder is None:
