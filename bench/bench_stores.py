@@ -199,16 +199,20 @@ def recall(sqlite_path: Path, pg_url: str, n_queries: int, threads: int) -> dict
     embedder = UseEmbedder(threads=threads)
     sq = SqliteStore(sqlite_path, embedder.id, embedder.dim)
     pg = open_store(pg_url, embedder.id, embedder.dim)
-    dense, lexical = [], []
+    dense, gap, lexical = [], [], []
     for q in queries(n_queries, seed=11):
         qv = embedder.embed([q])[0]
-        exact = {h[0] for h in sq.dense_search(qv, 15)}
-        dense.append(len(exact & {h[0] for h in pg.dense_search(qv, 15)}) / max(1, len(exact)))
+        exact_hits, approx_hits = sq.dense_search(qv, 15), pg.dense_search(qv, 15)
+        exact = {h[0] for h in exact_hits}
+        dense.append(len(exact & {h[0] for h in approx_hits}) / max(1, len(exact)))
+        # How much worse the approximate neighbours are: mean cosine of exact top 15 minus HNSW's.
+        gap.append(np.mean([h[1] for h in exact_hits]) - np.mean([h[1] for h in approx_hits]) if approx_hits else 1.0)
         a, b = {h[0] for h in sq.lexical_search(q, 15)}, {h[0] for h in pg.lexical_search(q, 15)}
         lexical.append(len(a & b) / max(1, len(a | b)))
     sq.close()
     pg.close()
-    return {"dense_recall_at_15": round(float(np.mean(dense)), 3), "lexical_jaccard_at_15": round(float(np.mean(lexical)), 3)}
+    return {"dense_recall_at_15": round(float(np.mean(dense)), 3), "dense_similarity_gap": round(float(np.mean(gap)), 4),
+            "lexical_jaccard_at_15": round(float(np.mean(lexical)), 3)}
 
 
 def ingest_end_to_end(pg_base: str, docs: int) -> dict:

@@ -92,6 +92,12 @@ def test_lexical_search_prunes_common_terms_from_planner_statistics(postgres_url
         kept = s._prune(conn, tsquery_terms("pump maintenance zircon impeller"))
     assert set(kept[:2]) == {"zircon", "impeller"} and "pump" not in kept
     assert s.lexical_search("pump maintenance zircon impeller", 3)[0][0] == "X#0"
+    # Rare terms are ranked on every row they match; a common one on a bounded number of rows.
+    monkeypatch.setattr(mod, "LEXICAL_RANK_CAP", 5)
+    with s._pool.connection() as conn:
+        assert s._plan(conn, tsquery_terms("zircon impeller")) == (["impeller", "zircon"], [])
+        assert s._plan(conn, tsquery_terms("station")) == ([], ["station"])
+    assert len(s.lexical_search("station", 3)) == 3
     monkeypatch.setattr(mod, "LEXICAL_PRUNE_MIN_CHUNKS", 10_000)
     with s._pool.connection() as conn:
         assert "pump" in s._prune(conn, tsquery_terms("pump maintenance zircon impeller"))

@@ -53,6 +53,7 @@ TEXT_SEARCH_CONFIGS = {
 # statistics (pg_stats.most_common_elems, gathered by ANALYZE) give each lexeme's frequency.
 LEXICAL_PRUNE_MIN_CHUNKS = 5000
 LEXICAL_POSTINGS_BUDGET = 0.10  # share of the chunks
+LEXICAL_RANK_CAP = 2000  # rows ranked at most for terms estimated to match more (ranking costs ~20 µs a row)
 STATS_REFRESH_S = 300.0
 
 _ADVISORY_LOCK = 0x736F7572  # "sour": serialises migrations between processes that start together
@@ -402,32 +403,48 @@ class PostgresStore:
             return []
         where, params = self._filter_sql(filters)
         with self._pool.connection() as conn:
-            terms = self._prune(conn, terms)
-            # Normalisation 1 divides the rank by 1 + log(length), as BM25 favours shorter passages.
-            sql = ("SELECT id, ts_rank_cd(tsv, q, 1) AS score FROM chunks, websearch_to_tsquery(%s::regconfig, %s) q "
-                   "WHERE tsv @@ q" + (f" AND {where}" if where else "") + " ORDER BY score DESC, id LIMIT %s")
-            rows = conn.execute(sql, [self.text_config, " or ".join(terms), *params, k]).fetchall()
-        return [(cid, float(s)) for cid, s in rows]
+            rare, common = self._plan(conn, terms)
+            hits = self._ranked(conn, rare, where, params, k) if rare else []
+            if len(hits) < k and common:
+                # Terms that match many rows: rank a bounded number of them, to fill the pool.
+                seen = [h[0] for h in hits]
+                more = self._ranked(conn, common, where, params, k + len(seen), cap=LEXICAL_RANK_CAP)
+                hits += [h for h in more if h[0] not in seen][: k - len(hits)]
+        return hits
 
-    def _prune(self, conn, terms: list[str]) -> list[str]:
-        """Rarest terms first within a budget of matching rows, on large libraries (as in the SQLite
-        store). PostgreSQL ranks every row that matches (`ts_rank_cd` reads each row's tsvector), so
-        the budget is strict once the rarest term is in; a phrase costs the rows of its rarest word,
-        which bound its matches."""
+    def _ranked(self, conn, terms: list[str], where: str, params: list, k: int,
+                cap: int | None = None) -> list[tuple[str, float]]:
+        # Normalisation 1 divides the rank by 1 + log(length), as BM25 favours shorter passages.
+        match = "SELECT id, tsv FROM chunks WHERE tsv @@ q" + (f" AND {where}" if where else "")
+        if cap is not None:
+            match += f" LIMIT {int(cap)}"
+        sql = (f"SELECT m.id, ts_rank_cd(m.tsv, q, 1) AS score FROM websearch_to_tsquery(%s::regconfig, %s) q, "
+               f"LATERAL ({match}) m ORDER BY score DESC, m.id LIMIT %s")
+        rows = conn.execute(sql, [self.text_config, " or ".join(terms), *params, k]).fetchall()
+        return [(cid, float(sc)) for cid, sc in rows]
+
+    def _costed(self, conn, terms: list[str]) -> list[tuple[float, str]] | None:
+        """(estimated matching rows, term), rarest first; None on small libraries (no pruning)."""
         n, freq = self._lexeme_frequencies(conn)
         if n < LEXICAL_PRUNE_MIN_CHUNKS or not freq:
-            return terms
+            return None
         rows = conn.execute(
             "SELECT t, array(SELECT lexeme FROM unnest(to_tsvector(%s::regconfig, t))) FROM unnest(%s::text[]) t",
             (self.text_config, [t.strip('"') for t in terms]),
         ).fetchall()
         lexemes = {t: lx for t, lx in zip(terms, (r[1] for r in rows))}
         floor = min(freq.values())  # lexemes outside the most common list are rarer than the rarest in it
+        # A phrase matches no more rows than its rarest word.
+        return sorted((min(freq.get(x, floor / 2) * n for x in lexemes[t]), t) for t in terms if lexemes[t])
 
-        def df(lexeme: str) -> float:
-            return freq.get(lexeme, floor / 2) * n
-
-        costed = sorted((min(df(x) for x in lexemes[t]), t) for t in terms if lexemes[t])
+    def _prune(self, conn, terms: list[str]) -> list[str]:
+        """Rarest terms first within a budget of matching rows, on large libraries (as in the SQLite
+        store). PostgreSQL ranks every row that matches (`ts_rank_cd` reads each row's tsvector), so
+        the budget is strict once the rarest term is in."""
+        costed = self._costed(conn, terms)
+        if costed is None:
+            return terms
+        n = self._lexeme_frequencies(conn)[0]
         budget, spent, kept = LEXICAL_POSTINGS_BUDGET * n, 0.0, []
         for cost, t in costed:
             if kept and spent + cost > budget:
@@ -435,6 +452,15 @@ class PostgresStore:
             kept.append(t)
             spent += cost
         return kept or terms
+
+    def _plan(self, conn, terms: list[str]) -> tuple[list[str], list[str]]:
+        """(rare terms, ranked exactly; common terms, ranked on at most LEXICAL_RANK_CAP rows)."""
+        costed = self._costed(conn, terms)
+        if costed is None:
+            return terms, []
+        cost = dict((t, c) for c, t in costed)
+        kept = self._prune(conn, terms)
+        return [t for t in kept if cost.get(t, 0) <= LEXICAL_RANK_CAP], [t for t in kept if cost.get(t, 0) > LEXICAL_RANK_CAP]
 
     def _lexeme_frequencies(self, conn) -> tuple[int, dict[str, float]]:
         """(estimated chunk count, lexeme -> share of chunks) from the planner's statistics."""
