@@ -257,4 +257,11 @@ def test_weights_load_offline(monkeypatch):
     assert len(w.version) == 10
     files = list(model.WEIGHTS_DIR.iterdir())
     assert not any(f.suffix in (".pkl", ".pickle", ".joblib") for f in files)
-    assert sum(f.stat().st_size for f in files) < 5_000_000
+    reader_files = [f for f in files if f.name.startswith("reader")]
+    assert sum(f.stat().st_size for f in files if f not in reader_files) < 5_000_000
+    # the reader (int8 ONNX and its tokenizer) stays within 40 MB and loads offline too
+    assert sum(f.stat().st_size for f in reader_files) < 40 * 1024 * 1024
+    if any(f.name == "reader.onnx" for f in reader_files):
+        from sourcegate.judges.local.reader import Reader
+
+        assert Reader(model.WEIGHTS_DIR).read("What is tested?", ["The weights are tested offline."])
