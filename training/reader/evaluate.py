@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .data import DEFAULT_DATA, REPO
 from .data import read_jsonl_lines as read_jsonl
-from .stack import stack_rows
+from .stack import _groups, stack_rows
 
 SCRIPTS_DATA = REPO / "scripts" / "data"
 
@@ -41,14 +41,12 @@ def auroc(labels, scores) -> float | None:
     return round(float(roc_auc_score(labels, scores)), 3)
 
 
-def _read_all(reader, rows: list[dict], key_q="query", key_t="text", batch_by_query=True):
+def _read_all(reader, rows: list[dict], batch_by_query=True):
     """Readings for each row; rows of the same query go through in one batch, as in the judge."""
     out = [None] * len(rows)
-    groups: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        groups.setdefault(r[key_q] if batch_by_query else str(i), []).append(i)
-    for q, idx in groups.items():
-        for i, rd in zip(idx, reader.read(rows[idx[0]][key_q], [rows[i][key_t] for i in idx])):
+    groups = _groups(rows) if batch_by_query else [(r["query"], [i]) for i, r in enumerate(rows)]
+    for q, idx in groups:
+        for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
             out[i] = rd
     return out
 

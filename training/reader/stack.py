@@ -76,7 +76,7 @@ def base_scores(rows: list[dict], judge, cache: dict) -> list[dict]:
         _, base = judge.judge_detailed(q, [JudgeInput(id=str(i), text=todo[i]["text"], title=todo[i].get("title", ""))
                                            for i in idx])
         for k, i in enumerate(idx):
-            cache[_key(todo[i])] = {n: base[k][n] for n in ("evi_base", "rel", "con", "qtype")}
+            cache[_key(todo[i])] = {n: base[k][n] for n in ("evi_base", "rel", "qtype")}
     return [cache[_key(r)] for r in rows]
 
 

@@ -201,7 +201,7 @@ class LocalJudge:
                 base[k] = self._base_scores(w, q, info, p, embs[spans[k][0]:spans[k][1]], xmaps.get(k, {}))
             except Exception as e:
                 results[k] = PassageJudgement(p.id, None, f"local judge failed: {type(e).__name__}: {e}")
-        read = self._reader_stage(query, q, infos, passages, base)
+        read = self._reader_stage(query, q, passages, base)
         for k, b in base.items():
             p = passages[k]
             try:
@@ -268,12 +268,12 @@ class LocalJudge:
         if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:
             p_sup = max(p_sup, 0.97)
         return {"qtype": q.qtype, "rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
-                "sup": p_sup, "xling": xling, "subject_mismatch": bool(q.premise and fc.get("subject_mismatch"))}
+                "sup": p_sup, "xling": xling}
 
-    def _reader_stage(self, query: str, q, infos: dict, passages: list[JudgeInput], base: dict) -> int:
+    def _reader_stage(self, query: str, q, passages: list[JudgeInput], base: dict) -> int:
         """The reader reads the passages in the query's language (English) that the relevance head keeps
-        above `READER_MIN_REL`, in one batch; its readings become inputs of the evidence and
-        contradiction heads. The caps apply where it does not read. Returns how many it read."""
+        above `READER_MIN_REL`, in one batch; its readings become inputs of the evidence head. The caps
+        apply where it does not read. Returns how many it read."""
         rd = self.reader
         todo = []
         if rd is not None:
@@ -290,7 +290,6 @@ class LocalJudge:
             r = readings.get(k)
             if r is not None:
                 b["evi"] = rd.evidence(b, r)
-                b["con"] = rd.contradiction(b, r, has_premise=bool(q.premise))
             if b["caps"] and (self._rules if self._rules is not None else r is None):
                 b["evi"] = min([b["evi"]] + b["caps"])
         return len(readings)

@@ -108,7 +108,7 @@ class Reader:
             am[i, : len(a)] = 1
         with self._lock:
             start, end, ans, nli = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
-        best: dict[int, Reading] = {}
+        windows: dict[int, list[Reading]] = {}
         for i in range(n):
             po = rows[i][2]
             s, e = start[i, : len(po)], end[i, : len(po)]
@@ -128,14 +128,14 @@ class Reader:
             pn = _softmax(nli[i])
             r = Reading(p_answer=float(_sigmoid(ans[i])), span_margin=margin, span=span,
                         p_contradiction=float(pn[2]), p_entailment=float(pn[0]), span_context=ctx)
-            k = owner[i]
-            if k not in best or r.p_answer > best[k].p_answer:
-                if k in best:  # keep the strongest contradiction over the windows
-                    r.p_contradiction = max(r.p_contradiction, best[k].p_contradiction)
-                best[k] = r
-            else:
-                best[k].p_contradiction = max(best[k].p_contradiction, r.p_contradiction)
-        return [best[k] for k in range(len(passages))]
+            windows.setdefault(owner[i], []).append(r)
+        out = []
+        for k in range(len(passages)):
+            # the most confident window, with the strongest contradiction over all of them
+            best = max(windows[k], key=lambda r: r.p_answer)
+            best.p_contradiction = max(r.p_contradiction for r in windows[k])
+            out.append(best)
+        return out
 
 
 _lock = threading.Lock()

@@ -1,12 +1,10 @@
 """The reader's place in the local judge: its readings, with the interpretable heads' probabilities,
 go through small calibrated heads fitted on data apart from both (`training/reader/stack.py`).
 
-`reader_heads.json` holds those heads in the format of `local_judge.json` (standardise, logistic
-regression, isotonic calibration):
-- `evi_rd`: contains_answer_evidence from the reader's answerable probability and span margin, and the
-  interpretable evidence and relevance probabilities;
-- `con_rd` (optional): contradicts_query_premise from the reader's NLI reading of the question as a
-  claim, and the interpretable contradiction probability.
+`reader_heads.json` holds that head in the format of `local_judge.json` (standardise, logistic
+regression, isotonic calibration): `evi_rd`, contains_answer_evidence from the reader's answerable
+probability, span margin and span form, and the interpretable evidence and relevance probabilities.
+The reader's NLI reading is measured (`training/reader/evaluate.py`) but not used by the gate.
 """
 
 from __future__ import annotations
@@ -37,7 +35,7 @@ TYPED = ("freq", "quant", "when", "who")
 
 
 def reader_features(base: dict, r: Reading) -> dict[str, float]:
-    """`base`: the interpretable heads' probabilities for the passage ("evi_base", "rel", "con") and the
+    """`base`: the interpretable heads' probabilities for the passage ("evi_base", "rel") and the
     question's type ("qtype"). `span_ok`: the extracted span has the form the question asks for (a
     frequency for "how often", a number for "how much", a date for "when", a person or organisation for
     "who"); 1 for other questions."""
@@ -46,11 +44,8 @@ def reader_features(base: dict, r: Reading) -> dict[str, float]:
         "span_ok": _type_ok(qt, r.span_context or r.span) if qt in TYPED else 1.0,
         "lo_evi": _logit(base["evi_base"]),
         "lo_rel": _logit(base["rel"]),
-        "lo_con": _logit(base["con"]),
         "lo_ans": _logit(r.p_answer),
         "margin": float(np.clip(r.span_margin, -MARGIN_CLIP, MARGIN_CLIP)),
-        "nli_con": float(r.p_contradiction),
-        "nli_ent": float(r.p_entailment),
     }
 
 
@@ -63,12 +58,6 @@ class ReaderStage:
 
     def evidence(self, base: dict, r: Reading) -> float:
         h = self.heads["evi_rd"]
-        return float(h.predict(vec(reader_features(base, r), h.names))[0])
-
-    def contradiction(self, base: dict, r: Reading, has_premise: bool) -> float:
-        h = self.heads.get("con_rd")
-        if h is None or base.get("subject_mismatch"):
-            return base["con"]
         return float(h.predict(vec(reader_features(base, r), h.names))[0])
 
 
