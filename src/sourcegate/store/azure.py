@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from ..models import Candidate, Chunk, Document
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats
+from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, checked_upsert
 from .sqlite import fts_terms
 
 INSTALL_HINT = 'the Azure AI Search store needs azure-search-documents: pip install "sourcegate[azure]"'
@@ -317,12 +317,7 @@ class AzureSearchStore:
     # -- writes -------------------------------------------------------------------------------
     def upsert_document(self, doc: Document, chunks: list[Chunk], vectors: np.ndarray,
                         features: list[dict | None] | None = None, source_path: str | None = None) -> None:
-        if len(chunks) != len(vectors):
-            raise ValueError("one vector per chunk is required")
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(chunks) and vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index expects {self.dim}")
-        features = features or [None] * len(chunks)
+        vectors, features = checked_upsert(chunks, vectors, features, self.dim)
         status = doc.status or "current"
         doc_key = encode_key(doc.id)
         old = self._lookup(self._docs, doc_key, ["chunk_ids"])

@@ -55,6 +55,18 @@ class StoreStats:
     location: str = ""
 
 
+def checked_upsert(chunks: list[Chunk], vectors, features: list[dict | None] | None,
+                   dim: int) -> tuple[np.ndarray, list[dict | None]]:
+    """A store's `upsert_document` arguments checked: one vector per chunk, of the index's dimension;
+    float32 vectors and one features entry per chunk (None where absent)."""
+    if len(chunks) != len(vectors):
+        raise ValueError("one vector per chunk is required")
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if len(chunks) and vectors.shape[1] != dim:
+        raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index expects {dim}")
+    return vectors, features or [None] * len(chunks)
+
+
 @runtime_checkable
 class Store(Protocol):
     def upsert_document(

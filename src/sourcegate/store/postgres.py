@@ -32,7 +32,7 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats
+from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, checked_upsert
 from .sqlite import fts_terms
 
 log = logging.getLogger(__name__)
@@ -326,12 +326,7 @@ class PostgresStore:
                         features: list[dict | None] | None = None, source_path: str | None = None) -> None:
         from psycopg.types.json import Jsonb
 
-        if len(chunks) != len(vectors):
-            raise ValueError("one vector per chunk is required")
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(chunks) and vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index expects {self.dim}")
-        features = features or [None] * len(chunks)
+        vectors, features = checked_upsert(chunks, vectors, features, self.dim)
         status = doc.status or "current"
         rows = [
             (ch.id, doc.id, ch.ordinal, ch.text, ch.page, ch.heading, status, doc.source_type or "", doc.version or "",

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats
+from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, checked_upsert
 
 log = logging.getLogger(__name__)
 
@@ -256,12 +256,7 @@ class SqliteStore:
 
     def upsert_document(self, doc: Document, chunks: list[Chunk], vectors: np.ndarray,
                         features: list[dict | None] | None = None, source_path: str | None = None) -> None:
-        if len(chunks) != len(vectors):
-            raise ValueError("one vector per chunk is required")
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(chunks) and vectors.shape[1] != self.dim:
-            raise ValueError(f"vectors have dimension {vectors.shape[1]}, the index expects {self.dim}")
-        features = features or [None] * len(chunks)
+        vectors, features = checked_upsert(chunks, vectors, features, self.dim)
         status = doc.status or "current"
         now = datetime.now(timezone.utc).isoformat()
         c = self._conn
