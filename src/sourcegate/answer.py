@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from .gate import Status
 from .models import Candidate
@@ -26,6 +26,15 @@ class WrittenAnswer:
     text: str | None
     citations: list[Citation] = field(default_factory=list)
     writer: str = "extractive"
+    # Which writer actually produced `text`: "extractive", or the model endpoint's role ("local",
+    # "cloud"); the model that wrote it; why earlier endpoints were passed over, if any were.
+    path: str = "extractive"
+    model: str | None = None
+    fallback_reason: str | None = None
+    # One entry per endpoint tried: role, endpoint host, outcome, reason, milliseconds.
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    # Remote endpoints the writer's policy may reach (hosts only).
+    declared_remote: list[str] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -33,8 +42,10 @@ class Writer(Protocol):
     name: str
 
     def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate],
-              search_text: str | None = None) -> WrittenAnswer:
-        """`search_text` is the query with cross-language terms added, for matching sentences."""
+              search_text: str | None = None, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> WrittenAnswer:
+        """`search_text` is the query with cross-language terms added, for matching sentences.
+        `on_event(kind, data)`, when given, receives the answer as it is written: "delta" (checked
+        text to append), "reset" (drop what was appended), "replace" (the whole answer)."""
         ...
 
 
@@ -111,7 +122,7 @@ class ExtractiveWriter:
         self.k = sentences_per_passage
 
     def write(self, query: str, status: Status, evidence: list[Candidate], conflicts: list[Candidate],
-              search_text: str | None = None) -> WrittenAnswer:
+              search_text: str | None = None, on_event=None) -> WrittenAnswer:
         match_text = search_text or query
         if status is Status.ANSWER:
             lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in best_sentences(match_text, c.text, self.k)]

@@ -9,11 +9,11 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
-from .answer import ExtractiveWriter, Writer
+from .answer import Writer, WrittenAnswer
 from .audit import AuditLog, redact_query
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
@@ -50,6 +50,15 @@ class ExcludedOut(BaseModel):
     scores: dict[str, float] | None = None
 
 
+class WriterOut(BaseModel):
+    """Who wrote `answer`: the extractive writer, or a model endpoint of the policy (`local`,
+    `cloud`); `fallback_reason` says why an endpoint was passed over, when one was."""
+
+    path: str = "extractive"
+    model: str | None = None
+    fallback_reason: str | None = None
+
+
 class AskResult(BaseModel):
     status: str
     guidance: str
@@ -61,6 +70,7 @@ class AskResult(BaseModel):
     model: str
     degraded: bool = False
     timings_ms: dict[str, float] = Field(default_factory=dict)
+    writer: WriterOut = Field(default_factory=WriterOut)
 
 
 class SourceGate:
@@ -71,7 +81,11 @@ class SourceGate:
         self.store = store or open_store(settings.store_location, self.embedder.id, self.embedder.dim,
                                          **settings.store_options())
         self._judge = judge
-        self.writer = writer or ExtractiveWriter()
+        if writer is None:
+            from .llm_writer import make_writer
+
+            writer = make_writer(settings)
+        self.writer = writer
         if audit is True:
             self.audit = AuditLog(settings.audit_path) if settings.audit_enabled else None
         else:
@@ -116,7 +130,11 @@ class SourceGate:
         judgement.results = [by_id.get(c.id) or PassageJudgement(c.id, None, "no judgement returned") for c in candidates]
         return judgement
 
-    def ask(self, query: str, interface: str = "python") -> AskResult:
+    def ask(self, query: str, interface: str = "python",
+            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
+        """Retrieve, gate and answer one question. With `on_event(kind, data)`, the gate's decision
+        is sent first ("gate": the result without its answer), then the answer as a model writes it
+        ("delta", "reset", "replace"; see `Writer.write`); the complete result is returned."""
         query = self._validate(query)
         t0 = time.perf_counter()
         bq = self._bridge(query)
@@ -137,8 +155,6 @@ class SourceGate:
         ev.sort(key=lambda x: -x[1].scores.contains_answer_evidence)
         cf = [(c, j) for c, j, r, _ in final if r is Route.CONFLICT]
         cf.sort(key=lambda x: -x[1].scores.contradicts_query_premise)
-        written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf], search_text=judged_query)
-        t4 = time.perf_counter()
 
         cap = self.settings.max_passage_chars
 
@@ -146,6 +162,18 @@ class SourceGate:
             text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
             return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
                               scores=j.scores.rounded())
+
+        excluded = [ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
+                                scores=j.scores.rounded() if j.scores else None)
+                    for c, j, r, reason in final if r is Route.EXCLUDED]
+        if on_event is not None:
+            on_event("gate", {"status": status.value, "guidance": guidance(status, degraded), "degraded": degraded,
+                              "evidence": [out(c, j).model_dump() for c, j in ev],
+                              "conflicts": [out(c, j).model_dump() for c, j in cf],
+                              "excluded": [x.model_dump() for x in excluded], "model": judgement.model})
+        written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf], search_text=judged_query,
+                                    on_event=on_event)
+        t4 = time.perf_counter()
 
         timings = {
             "retrieve": (t1 - t0) * 1000, **{f"retrieve_{k}": v for k, v in rtimes.items()},
@@ -160,16 +188,15 @@ class SourceGate:
             answer=written.text,
             evidence=[out(c, j) for c, j in ev],
             conflicts=[out(c, j) for c, j in cf],
-            excluded=[ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
-                                  scores=j.scores.rounded() if j.scores else None)
-                      for c, j, r, reason in final if r is Route.EXCLUDED],
+            excluded=excluded,
             audit_id=audit_id,
             model=judgement.model,
             degraded=degraded,
             timings_ms=timings,
+            writer=WriterOut(path=written.path, model=written.model, fallback_reason=written.fallback_reason),
         )
         if self.audit is not None:
-            record = self._audit_record(query, interface, result, final, judgement, written.writer)
+            record = self._audit_record(query, interface, result, final, judgement, written)
             record["query_bridge"] = {"language": bq.language, "added_terms": bq.added_terms}
             self.audit.append(record)
         return result
@@ -183,7 +210,8 @@ class SourceGate:
     def _judge_model_hint(self) -> str:
         return getattr(self._judge, "name", self.settings.judge)
 
-    def _audit_record(self, query: str, interface: str, result: AskResult, final, judgement: Judgement, writer: str) -> dict[str, Any]:
+    def _audit_record(self, query: str, interface: str, result: AskResult, final, judgement: Judgement,
+                      written: WrittenAnswer) -> dict[str, Any]:
         return {
             "audit_id": result.audit_id,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -213,7 +241,16 @@ class SourceGate:
             "evidence_limit": (self.settings.evidence_max_multi if is_multi_document(query)
                                else self.settings.evidence_max_single),
             "answer": result.answer,
-            "writer": writer,
+            "writer": {
+                "name": written.writer, "path": written.path, "model": written.model,
+                "fallback_reason": written.fallback_reason,
+                **({"policy": getattr(self.writer, "policy")} if hasattr(self.writer, "policy") else {}),
+                # Remote endpoints the policy allowed, and the one the passages were actually sent to.
+                "remote_declared": written.declared_remote,
+                "remote_observed": [f"writer-{a['role']}:{a['endpoint']}" for a in written.attempts
+                                    if a.get("remote") and a["outcome"] not in ("connection_refused", "connection_error", "unavailable")],
+                "attempts": written.attempts,
+            },
             "timings_ms": result.timings_ms,
         }
 

@@ -70,6 +70,23 @@ class Settings(BaseSettings):
     llm_judge_model: str | None = Field(None, validation_alias=_env("LLM_JUDGE_MODEL"))
     llm_judge_api_key: str | None = Field(None, validation_alias=_env("LLM_JUDGE_API_KEY"))
 
+    # Answer writer: "extractive" (quotes, offline) or "llm" (a model words the kept passages;
+    # citations checked, the extractive answer when the check fails).
+    writer: str = Field("extractive", validation_alias=_env("SOURCEGATE_WRITER"))
+    # An OpenAI-compatible base URL (http://localhost:11434/v1) or gguf:/path/model.gguf.
+    llm_writer_local: str | None = Field(None, validation_alias=_env("LLM_WRITER_LOCAL"))
+    llm_writer_local_model: str | None = Field(None, validation_alias=_env("LLM_WRITER_LOCAL_MODEL"))
+    llm_writer_local_api_key: str | None = Field(None, validation_alias=_env("LLM_WRITER_LOCAL_API_KEY"))
+    llm_writer_cloud: str | None = Field(None, validation_alias=_env("LLM_WRITER_CLOUD"))
+    llm_writer_cloud_model: str | None = Field(None, validation_alias=_env("LLM_WRITER_CLOUD_MODEL"))
+    llm_writer_cloud_api_key: str | None = Field(None, validation_alias=_env("LLM_WRITER_CLOUD_API_KEY"))
+    # local | local_then_cloud | cloud
+    llm_writer_policy: str = Field("local", validation_alias=_env("LLM_WRITER_POLICY"))
+    llm_writer_max_tokens: int = Field(256, ge=16, validation_alias=_env("LLM_WRITER_MAX_TOKENS"))
+    llm_writer_timeout_s: float = Field(60.0, gt=0, validation_alias=_env("LLM_WRITER_TIMEOUT_S"))
+    # Threads of the embedded engine (0: up to 4, one per core).
+    llm_writer_threads: int = Field(0, ge=0, validation_alias=_env("LLM_WRITER_THREADS"))
+
     # Serving.
     mcp_api_key: str | None = Field(None, validation_alias=_env("MCP_API_KEY"))
     mcp_tool_name: str = Field("search_procedures", validation_alias=_env("MCP_TOOL_NAME"))
