@@ -229,6 +229,12 @@ def format_result(r) -> str:
         for x in r.excluded:
             reasons[x.reason] = reasons.get(x.reason, 0) + 1
         lines.append("excluded: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+    w = r.writer
+    if w.path != "extractive":
+        lines.append(f"written by: {w.model or 'a language model'} ({w.path}), every sentence checked against its source"
+                     + (f"; passed over: {w.fallback_reason}" if w.fallback_reason else ""))
+    elif w.fallback_reason:
+        lines.append(f"written by: extractive fallback ({w.fallback_reason})")
     lines.append(f"judge: {r.model}   audit: {r.audit_id}   {r.timings_ms.get('total', 0):.0f} ms")
     return "\n".join(lines)
 
@@ -236,17 +242,25 @@ def format_result(r) -> str:
 @cli.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="Print the result in the documented JSON shape.")
+@click.option("--writer", type=click.Choice(["extractive", "llm"]), default=None,
+              help="Who words the answer (default: SOURCEGATE_WRITER, else extractive). llm uses LLM_WRITER_*.")
 @click.pass_context
-def ask(ctx: click.Context, query: str, as_json: bool) -> None:
+def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> None:
     """Ask a question; get a cited answer, a premise conflict, or an abstention."""
     from .service import QueryError
 
     from .logs import log_ask
 
-    gate = _gate(_settings(ctx))
+    settings = _settings(ctx)
+    if writer is not None:
+        settings = settings.model_copy(update={"writer": writer})
+    try:
+        gate = _gate(settings)
+    except ValueError as e:  # an llm writer without its endpoint settings
+        raise click.ClickException(str(e)) from None
     try:
         r = gate.ask(query, interface="cli")
-        log_ask(r, "cli", _settings(ctx), None, gate)
+        log_ask(r, "cli", settings, None, gate)
     except QueryError as e:
         raise click.UsageError(str(e)) from None
     finally:

@@ -80,6 +80,7 @@ _THINK = re.compile(r"<think>.*?</think>", re.S)
 class CitationCheck:
     sentences: list[tuple[str, list[int]]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    codes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -133,33 +134,39 @@ def check_answer(text: str, passages: list[Candidate]) -> CitationCheck:
     check = CitationCheck()
     if not text or not text.strip():
         check.problems.append("empty answer")
+        check.codes.append("empty")
         return check
     check.sentences = split_cited_sentences(text)
     for sentence, cites in check.sentences:
-        check.problems += sentence_problems(sentence, cites, passages)
+        for code, message in sentence_problems(sentence, cites, passages):
+            check.codes.append(code)
+            check.problems.append(message)
     if not check.sentences:
         check.problems.append("no sentence")
+        check.codes.append("empty")
     return check
 
 
-def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate]) -> list[str]:
+def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate]) -> list[tuple[str, str]]:
+    """(code, message) for each fault of one sentence. Codes carry no text of the answer, so they
+    may be logged; messages quote the offending part, for the audit record and the API."""
     short = sentence if len(sentence) <= 80 else sentence[:77] + "..."
     if not cites:
-        return [f"sentence without a citation: {short!r}"]
+        return [("uncited_sentence", f"sentence without a citation: {short!r}")]
     bad = sorted({n for n in cites if not 1 <= n <= len(passages)})
     if bad:
-        return [f"citation [{bad[0]}] points to no passage given (1 to {len(passages)})"]
+        return [("invalid_citation", f"citation [{bad[0]}] points to no passage given (1 to {len(passages)})")]
     cited_text = " ".join(passages[n - 1].title + " " + passages[n - 1].text for n in cites)
     problems = []
     body = _LIST_MARK.sub("", _CITE.sub(" ", sentence))
     cited_numbers = _numbers(cited_text)
     for m in _NUMBER.finditer(body):
         if not (_number_forms(m.group()) & cited_numbers):
-            problems.append(f"{m.group()!r} is not in the cited passage {cites}")
+            problems.append(("number_not_in_source", f"{m.group()!r} is not in the cited passage {cites}"))
     cited_norm = _norm_ident(cited_text)
     for m in _IDENT.finditer(body):
         if re.search(r"\d", m.group()) and _norm_ident(m.group()) not in cited_norm:
-            problems.append(f"{m.group()!r} is not in the cited passage {cites}")
+            problems.append(("identifier_not_in_source", f"{m.group()!r} is not in the cited passage {cites}"))
     return problems
 
 
@@ -318,7 +325,11 @@ class LLMWriter:
             result["model"] = ep.model or reply.model
             if problem is None:
                 check = check_answer(text, passages)
-                problem = None if check.ok else "citation check failed: " + "; ".join(check.problems[:3])
+                if not check.ok:
+                    problem = "citation check failed: " + "; ".join(check.problems[:3])
+                    result["check"] = sorted(set(check.codes))
+            else:
+                result["check"] = ["truncated"]
             if problem is None:
                 if stream is not None:
                     stream._pass_on(split_cited_sentences(text))  # the last sentence, now complete
@@ -332,7 +343,8 @@ class LLMWriter:
         result["ms"] = round((time.perf_counter() - t0) * 1000, 1)
         if result["outcome"] != "ok" and stream is not None and stream.sent and on_event is not None:
             on_event("reset", {"path": ep.role, "reason": result.get("reason")})
-        log.info("writer attempt", extra={k: v for k, v in result.items() if k != "text"})
+        # Metadata only: the reason may quote the model's answer, so it stays out of the log.
+        log.info("writer attempt", extra={k: v for k, v in result.items() if k not in ("text", "reason")})
         return result
 
 

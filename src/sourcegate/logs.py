@@ -121,7 +121,9 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
     """The metadata of one answered question, as a dict (what `log_ask` writes)."""
     judge = getattr(gate, "_judge", None) if gate is not None else None
     backend = getattr(judge, "name", None) or settings.judge
-    writer = getattr(getattr(gate, "writer", None), "name", None) or "extractive"
+    writer_obj = getattr(gate, "writer", None)
+    written = getattr(result, "writer", None)
+    writer = getattr(written, "path", None) or getattr(writer_obj, "name", None) or "extractive"
     n_candidates = len(result.evidence) + len(result.conflicts) + len(result.excluded)
     judge_errors = sum(1 for x in result.excluded if x.reason == "judge_error")
 
@@ -129,7 +131,8 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
     if n_candidates:
         path.append(f"judge:{backend}" + ("(failed)" if result.degraded else ""))
     path.append("route")
-    path.append(f"answer:{writer}")
+    path.append(f"answer:{writer}" if writer == "extractive" or getattr(written, "path", None) is None
+                else f"answer:llm-{writer}")
 
     declared = declared_remote(settings, backend)
     # A judge call is made only when there are candidates; a remote judge that failed for
@@ -143,6 +146,16 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
             (failed if result.degraded else observed).append(svc)
         else:
             observed.append(svc)
+    # The writer's remote endpoints: the one whose answer was used was reached; the others the
+    # policy allows were reached only if they were tried (their reason is in fallback_reason).
+    reason = getattr(written, "fallback_reason", None) or ""
+    for svc in getattr(writer_obj, "declared_remote", None) or []:
+        declared.append(svc)
+        role = svc.split(":", 1)[0].removeprefix("writer-")
+        if getattr(written, "path", None) == role:
+            observed.append(svc)
+        elif reason.startswith(role) or f"; {role} (" in reason:
+            failed.append(svc)
 
     timings = {k: v for k, v in result.timings_ms.items()}
     return {
@@ -157,6 +170,10 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
         "remote_failed": failed,
         "status": result.status,
         "degraded": result.degraded,
+        # The writer actually used; whether a model's answer was passed over (the reason may quote
+        # the answer, so only the audit record holds it).
+        "writer": {"path": writer, "model": getattr(written, "model", None),
+                   "fell_back": bool(getattr(written, "fallback_reason", None))},
         "latency_ms": timings,
         "counts": {
             "candidates": n_candidates,

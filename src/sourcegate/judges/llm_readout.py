@@ -120,8 +120,16 @@ class LlmReadoutJudge:
         if not base_url or not base_url.strip():
             raise ValueError(
                 "The llm judge needs an OpenAI-compatible endpoint: set LLM_JUDGE_BASE_URL, "
-                "e.g. http://localhost:11434/v1 for Ollama."
+                "e.g. http://localhost:11434/v1 for Ollama, or gguf:/path/model.gguf for the embedded engine."
             )
+        self._engine = None
+        if base_url.strip().startswith("gguf:"):
+            # The embedded llama.cpp engine (shared with the answer writer): same bodies, no server.
+            from ..chat import embedded_engine
+
+            self._engine = embedded_engine(base_url.strip()[len("gguf:"):])
+            model = model or self._engine.model_name
+            concurrency = 1
         if not model or not model.strip():
             raise ValueError(
                 "The llm judge needs a model name: set LLM_JUDGE_MODEL to a model the endpoint serves, "
@@ -228,6 +236,14 @@ class LlmReadoutJudge:
         }
 
     def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self._engine is not None:
+            from ..chat import ChatError
+
+            try:
+                with self._slots:
+                    return self._engine.request(body)
+            except ChatError as e:
+                raise ReadoutError(e.message) from None
         url = f"{self.base_url}/chat/completions"
         with self._slots:
             response = self._client.post(url, json=body)

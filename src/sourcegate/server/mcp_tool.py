@@ -85,8 +85,9 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
         "properties": {
             "status": {"type": "string", "enum": ["answer_from_evidence", "premise_conflict", "insufficient_evidence"]},
             "guidance": {"type": "string", "description": "What to do with this result. Follow it."},
-            "answer": _nullable({"type": "string", "description": "A draft answer quoting the evidence with [n] citations, "
-                                "or null."}, openapi),
+            "answer": _nullable({"type": "string", "description": "A draft answer with [n] citations (quoted sentences, "
+                                "or a model's wording of the evidence checked against it), or null. The "
+                                "evidence passages stay the source of truth."}, openapi),
             "evidence": {"type": "array", "items": _passage_schema(openapi)},
             "conflicts": {"type": "array", "items": _passage_schema(openapi)},
             "excluded": {
@@ -108,6 +109,17 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
             "model": {"type": "string", "description": "Judge model id."},
             "degraded": {"type": "boolean"},
             "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
+            "writer": {
+                "type": "object",
+                "description": "Who wrote `answer`: the extractive writer, or a language model on the local or "
+                               "cloud path; when a model's answer was rejected, why.",
+                "properties": {
+                    "path": {"type": "string", "enum": ["local", "cloud", "extractive"]},
+                    "model": _nullable({"type": "string"}, openapi),
+                    "fallback_reason": _nullable({"type": "string"}, openapi),
+                },
+                "required": ["path"],
+            },
         },
         "required": ["status", "guidance", "answer", "evidence", "conflicts", "excluded", "audit_id", "model"],
     }
@@ -156,6 +168,10 @@ def result_text(data: dict[str, Any]) -> str:
         lines.append("sources:")
         for n, p in enumerate(sources, start=1):
             lines.append(f"[{n}] {p['title']} ({p['doc_id']})" + (f" {p['url']}" if p.get("url") else ""))
+    writer = data.get("writer") or {}
+    if writer.get("path") in ("local", "cloud"):
+        lines.append(f"written by: {writer.get('model') or 'a language model'} ({writer['path']}); "
+                     "each sentence checked against the passage it cites")
     lines.append(f"audit_id: {data['audit_id']}")
     return "\n".join(lines)
 

@@ -1,0 +1,234 @@
+"""The model-written answer: the citation check, routing between endpoints, and what is recorded.
+
+Hosted APIs are played by `FakeChatServer` (a real HTTP server speaking the OpenAI/Mistral wire
+format); the real engines (a GGUF model in process, a llama.cpp server process) are in
+test_llm_engines.py.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import socket
+
+import pytest
+from fakes.chat_server import FakeChatServer
+from test_server_fixtures import make_gate, make_settings
+
+from sourcegate.answer import ExtractiveWriter
+from sourcegate.gate import Status
+from sourcegate.llm_writer import LLMWriter, build_messages, check_answer, clean_reply, endpoints_for
+from sourcegate.models import Candidate
+
+Q = "How often should I grease the bearings on pump P-200?"
+KEY = "sk-test-7f3a9c"
+
+
+def passages() -> list[Candidate]:
+    return [
+        Candidate(id="A#0", doc_id="A", title="Pump P-200: bearing lubrication (Rev. 2)",
+                  text="Grease the bearings of pump P-200 every 2,000 operating hours. Add 20 g of grease to each bearing."),
+        Candidate(id="B#0", doc_id="B", title="Rapid sand filters",
+                  text="Backwash a filter when the head loss reaches 2.5 m or after 72 hours in service."),
+    ]
+
+
+# -- the check ------------------------------------------------------------------------------------
+
+def test_a_cited_faithful_answer_passes():
+    check = check_answer("Grease the P-200 bearings every 2,000 operating hours [1]. Backwash at 2.5 m of head loss [2].",
+                         passages())
+    assert check.ok, check.problems
+    assert [c for _, c in check.sentences] == [[1], [2]]
+
+
+@pytest.mark.parametrize("text, code", [
+    ("Grease the bearings every 2,000 hours.", "uncited_sentence"),
+    ("Grease the bearings every 2,000 hours [3].", "invalid_citation"),
+    ("Grease the bearings every 500 hours [1].", "number_not_in_source"),
+    # The number is in a passage, but not in the one cited.
+    ("Backwash after 72 hours [1].", "number_not_in_source"),
+    ("Pump P-300 needs grease every 2,000 hours [1].", "identifier_not_in_source"),
+    ("Grease every 2,000 hours [1]. It is safe to skip lockout.", "uncited_sentence"),
+])
+def test_unsupported_answers_fail(text, code):
+    check = check_answer(text, passages())
+    assert not check.ok and code in check.codes, (check.codes, check.problems)
+
+
+def test_number_forms_and_citation_placement():
+    # 2000 is 2,000; a French decimal comma; a citation after the full stop; two passages cited at once.
+    ok = ["Graisser toutes les 2000 heures [1].", "La perte de charge admise est de 2,5 m [2].",
+          "Grease every 2 000 hours. [1]", "Grease every 2,000 hours and backwash at 2.5 m [1, 2].",
+          "1. Add 20 g of grease to each bearing [1]."]
+    for text in ok:
+        check = check_answer(text, passages())
+        assert check.ok, (text, check.problems)
+
+
+def test_reasoning_blocks_and_cut_answers():
+    assert clean_reply("<think>hmm 9,999</think>Grease every 2,000 hours [1].", "stop") == ("Grease every 2,000 hours [1].", None)
+    text, problem = clean_reply("Grease every 2,000 hours [1]. Then add 20", "length")
+    assert text == "Grease every 2,000 hours [1]." and problem is None
+    assert clean_reply("<think>still thinking", "length")[1]
+    assert clean_reply("Grease every", "length")[1]
+
+
+def test_prompt_holds_the_passages_alone_and_asks_in_the_question_language():
+    msgs = build_messages("Faut-il graisser la P-200 toutes les 2000 heures ?", Status.ANSWER, passages())
+    assert "French" in msgs[0]["content"]
+    assert "[1] Pump P-200: bearing lubrication (Rev. 2)" in msgs[1]["content"]
+    assert "[2] Rapid sand filters" in msgs[1]["content"]
+    conflict = build_messages("P-200 bearings need grease every 500 hours, how much do I add?", Status.CONFLICT, passages()[:1])
+    assert 'assumes: "P-200 bearings need grease every 500 hours"' in conflict[1]["content"]
+
+
+def test_settings_errors_name_the_variable():
+    with pytest.raises(ValueError, match="LLM_WRITER_LOCAL"):
+        endpoints_for("local", None, None, None, None, None)
+    with pytest.raises(ValueError, match="LLM_WRITER_CLOUD_MODEL"):
+        endpoints_for("cloud", None, None, "https://api.mistral.ai/v1", None, "k")
+    with pytest.raises(ValueError, match="LLM_WRITER_POLICY"):
+        endpoints_for("nearest", "gguf:/m.gguf", None, None, None, None)
+
+
+# -- routing over real HTTP -----------------------------------------------------------------------
+
+def p200_reply(body: dict) -> str:
+    """A model that finds the P-200 lubrication passage among those it was given and words it."""
+    user = body["messages"][-1]["content"]
+    n = re.search(r"^\[(\d+)\] Pump P-200: bearing lubrication", user, re.M)
+    return f"Grease the P-200 bearings every 2,000 operating hours [{n.group(1)}]." if n else "No passage [1]."
+
+
+def closed_port_url() -> str:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now: connections are refused
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def ask(tmp_path, **writer_settings):
+    settings = make_settings(tmp_path / "audit.jsonl", writer="llm", **writer_settings)
+    gate = make_gate(settings)
+    try:
+        result = gate.ask(Q)
+    finally:
+        gate.close()
+    record = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
+    return result, record
+
+
+def test_cloud_answer_is_checked_recorded_and_keyed(tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    with FakeChatServer(p200_reply, api_key=KEY) as cloud:
+        result, record = ask(tmp_path, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="mistral-small-latest", llm_writer_cloud_api_key=KEY)
+        body = cloud.bodies[0]
+    assert result.writer.path == "cloud" and result.writer.fallback_reason is None
+    assert result.writer.model == "mistral-small-latest"
+    assert result.answer.startswith("Grease the P-200 bearings every 2,000 operating hours [")
+    assert "\n\nSources:\n[1] " in result.answer
+    assert body["temperature"] == 0 and body["max_tokens"] == 256
+    # Only the evidence passages go to the model: none of the excluded ones (the forum note's text).
+    assert len(re.findall(r"^\[\d+\] ", body["messages"][-1]["content"], re.M)) == len(result.evidence)
+    excluded_docs = {x.doc_id for x in result.excluded} - {e.doc_id for e in result.evidence}
+    assert "FORUM-2291" in excluded_docs and "FORUM" not in body["messages"][-1]["content"]
+    w = record["writer"]
+    assert w["path"] == "cloud" and w["policy"] == "cloud"
+    assert w["remote_declared"] == w["remote_observed"] == []  # 127.0.0.1 is not remote
+    assert [a["outcome"] for a in w["attempts"]] == ["ok"]
+    # The key travels in the Authorization header only: never in the audit record or the logs.
+    assert KEY not in json.dumps(record) and KEY not in caplog.text
+
+
+def test_invented_citation_falls_back_to_the_next_endpoint(tmp_path):
+    with FakeChatServer("Grease the bearings every 2,000 operating hours [7].") as local, FakeChatServer(p200_reply) as cloud:
+        result, record = ask(tmp_path, llm_writer_policy="local_then_cloud", llm_writer_local=local.url + "/v1",
+                             llm_writer_local_model="qwen3:4b", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="m", llm_writer_cloud_api_key=KEY)
+    assert result.writer.path == "cloud"
+    assert "citation [7] points to no passage" in result.writer.fallback_reason
+    assert [a["outcome"] for a in record["writer"]["attempts"]] == ["rejected", "ok"]
+
+
+@pytest.mark.parametrize("failure", ["refused", "http_503", "timeout", "invented_number"])
+def test_local_failures_fall_back_to_cloud(tmp_path, failure):
+    with FakeChatServer("Grease every 9,999 hours [1].") as local, FakeChatServer(p200_reply) as cloud:
+        local_url = local.url + "/v1"
+        if failure == "refused":
+            local_url = closed_port_url()
+        elif failure == "http_503":
+            local.fail_status = 503
+        elif failure == "timeout":
+            local.delay_s = 3.0
+        result, record = ask(tmp_path, llm_writer_policy="local_then_cloud", llm_writer_local=local_url,
+                             llm_writer_local_model="qwen3:4b", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="m", llm_writer_timeout_s=1.0)
+    assert result.writer.path == "cloud", result.writer
+    first = record["writer"]["attempts"][0]
+    expected = {"refused": "connection_refused", "http_503": "http_5xx", "timeout": "timeout",
+                "invented_number": "rejected"}[failure]
+    assert first["outcome"] == expected and first["role"] == "local"
+    assert result.writer.fallback_reason.startswith("local (127.0.0.1:")
+
+
+def test_every_endpoint_failing_gives_the_extractive_answer(tmp_path):
+    with FakeChatServer("Grease every 9,999 hours [1].") as local:
+        result, record = ask(tmp_path, llm_writer_policy="local_then_cloud", llm_writer_local=local.url + "/v1",
+                             llm_writer_local_model="qwen3:4b", llm_writer_cloud=closed_port_url(),
+                             llm_writer_cloud_model="m")
+    assert result.writer.path == "extractive"
+    assert "'9,999' is not in the cited passage" in result.writer.fallback_reason
+    assert "cloud (127.0.0.1:" in result.writer.fallback_reason
+    assert result.answer.startswith("From the documents:\n- \"")  # the extractive writer's quotes
+    assert record["writer"]["path"] == "extractive" and record["answer"] == result.answer
+
+
+def test_no_model_call_when_the_gate_abstains(tmp_path):
+    with FakeChatServer(p200_reply) as cloud:
+        settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="cloud",
+                                 llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
+        gate = make_gate(settings)
+        result = gate.ask("Who won the 1998 chess olympiad?")
+        gate.close()
+        assert cloud.bodies == []
+    assert result.status == "insufficient_evidence" and result.writer.path == "extractive"
+    assert result.writer.fallback_reason is None
+
+
+def test_premise_conflict_is_written_from_the_conflicting_passages(tmp_path):
+    def reply(body):
+        n = re.search(r"^\[(\d+)\] Pump P-200: bearing lubrication", body["messages"][-1]["content"], re.M)
+        return (f"The documents do not say 500 hours [{n.group(1)}]. "
+                f"They say to grease the P-200 bearings every 2,000 operating hours [{n.group(1)}].")
+
+    with FakeChatServer(reply) as cloud:
+        settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="cloud",
+                                 llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
+        gate = make_gate(settings)
+        result = gate.ask("P-200 bearings need grease every 500 hours, how much do I add?")
+        gate.close()
+        prompt = cloud.bodies[0]["messages"][-1]["content"]
+    assert result.status == "premise_conflict"
+    # "500" is the user's premise, not the passage's: the check rejects repeating it as a fact.
+    assert result.writer.path == "extractive" and "'500' is not in the cited passage" in result.writer.fallback_reason
+    assert 'assumes: "P-200 bearings need grease every 500 hours"' in prompt
+
+
+def test_streamed_sentences_are_checked_before_they_are_sent():
+    events = []
+    text = "Grease the P-200 bearings every 2,000 operating hours [1]. Add 20 g to each bearing [1]. Then 7 g more [1]."
+    with FakeChatServer(text) as cloud:
+        writer = LLMWriter(endpoints_for("cloud", None, None, cloud.url + "/v1", "m", None), "cloud",
+                           fallback=ExtractiveWriter())
+        out = writer.write(Q, Status.ANSWER, passages(), [], on_event=lambda k, d: events.append((k, d)))
+    kinds = [k for k, _ in events]
+    # The first two sentences pass and are sent; the third names a number the passage lacks:
+    # nothing more is sent, the stream is reset, and the extractive answer replaces it.
+    deltas = "".join(d["text"] for k, d in events if k == "delta")
+    assert deltas == "Grease the P-200 bearings every 2,000 operating hours [1]. Add 20 g to each bearing [1]."
+    assert kinds[-2:] == ["reset", "replace"] and out.path == "extractive"
+    assert "'7' is not in the cited passage" in out.fallback_reason
