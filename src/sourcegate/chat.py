@@ -230,6 +230,7 @@ class EmbeddedChatEngine:
         params.cpuparams.n_threads = n
         params.cpuparams_batch.n_threads = n
         params.warmup = False
+        params.verbosity = 0  # llama.cpp's per-request lines would flood a CLI user's terminal
         try:
             self._server = xllamacpp.Server(params)
         except Exception as e:  # a corrupt or unsupported file
