@@ -111,3 +111,45 @@ def test_declared_and_observed_remote_context():
     assert "ts-secret-key" not in json.dumps([ok, down, none])
     local = ask_log_fields(_result(), "cli", Settings(_env_file=None, judge="llm", llm_judge_base_url="http://localhost:11434/v1"))
     assert local["remote_declared"] == []
+
+
+def test_writer_path_and_remote_endpoints_in_the_log():
+    from types import SimpleNamespace
+
+    from sourcegate.llm_writer import LLMWriter, endpoints_for
+    from sourcegate.service import WriterOut
+
+    writer = LLMWriter(endpoints_for("local_then_cloud", "http://localhost:11434/v1", "qwen3:4b",
+                                     "https://api.mistral.ai/v1", "mistral-small-latest", "mistral-secret"), "local_then_cloud")
+    gate = SimpleNamespace(writer=writer, _judge=None)
+    settings = Settings(_env_file=None)
+    assert writer.declared_remote == ["writer-cloud:api.mistral.ai"]
+
+    local = _result()
+    local.writer = WriterOut(path="local", model="qwen3:4b")
+    f = ask_log_fields(local, "rest", settings, gate=gate)
+    assert f["path"].endswith("answer:llm-local") and f["writer"] == {"path": "local", "model": "qwen3:4b", "fell_back": False}
+    assert f["remote_declared"] == ["writer-cloud:api.mistral.ai"] and f["remote_observed"] == []
+
+    cloud = _result()
+    cloud.writer = WriterOut(path="cloud", model="mistral-small-latest",
+                             fallback_reason="local (localhost:11434): cannot connect to localhost:11434: is the server running?")
+    cloud.writer._attempts = [{"role": "local", "outcome": "connection_refused"}, {"role": "cloud", "outcome": "ok"}]
+    f = ask_log_fields(cloud, "rest", settings, gate=gate)
+    assert f["remote_observed"] == ["writer-cloud:api.mistral.ai"] and f["writer"]["fell_back"] is True
+
+    # The cloud's answer was rejected by the check: it still received the passages.
+    rejected = _result()
+    rejected.writer = WriterOut(path="extractive", fallback_reason="local (localhost:11434): citation check failed: '9,999' ...; "
+                                                                   "cloud (api.mistral.ai): citation check failed: ...")
+    rejected.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "rejected"}]
+    f = ask_log_fields(rejected, "rest", settings, gate=gate)
+    assert f["remote_observed"] == ["writer-cloud:api.mistral.ai"] and f["path"].endswith("answer:extractive")
+
+    down = _result()
+    down.writer = WriterOut(path="extractive", fallback_reason="...")
+    down.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "connection_error"}]
+    f = ask_log_fields(down, "rest", settings, gate=gate)
+    assert f["remote_failed"] == ["writer-cloud:api.mistral.ai"] and f["remote_observed"] == []
+    # Neither the key nor the reasons (which may quote the answer) reach the log.
+    assert "mistral-secret" not in json.dumps(f) and "9,999" not in json.dumps(f)

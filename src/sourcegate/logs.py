@@ -146,15 +146,15 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
             (failed if result.degraded else observed).append(svc)
         else:
             observed.append(svc)
-    # The writer's remote endpoints: the one whose answer was used was reached; the others the
-    # policy allows were reached only if they were tried (their reason is in fallback_reason).
-    reason = getattr(written, "fallback_reason", None) or ""
+    # The writer's remote endpoints: those the passages were sent to (whether or not their answer
+    # was used) are observed; those tried but never reached (connection refused) failed.
     for svc in getattr(writer_obj, "declared_remote", None) or []:
         declared.append(svc)
         role = svc.split(":", 1)[0].removeprefix("writer-")
-        if getattr(written, "path", None) == role:
+        reached = written.reached(role) if hasattr(written, "reached") else None
+        if reached:
             observed.append(svc)
-        elif reason.startswith(role) or f"; {role} (" in reason:
+        elif reached is False:
             failed.append(svc)
 
     timings = {k: v for k, v in result.timings_ms.items()}

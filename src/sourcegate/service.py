@@ -11,7 +11,7 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from .answer import Writer, WrittenAnswer
 from .audit import AuditLog, redact_query
@@ -50,6 +50,10 @@ class ExcludedOut(BaseModel):
     scores: dict[str, float] | None = None
 
 
+# Outcomes of a writer attempt in which the request never reached the endpoint.
+NOT_REACHED = ("connection_refused", "connection_error", "unavailable")
+
+
 class WriterOut(BaseModel):
     """Who wrote `answer`: the extractive writer, or a model endpoint of the policy (`local`,
     `cloud`); `fallback_reason` says why an endpoint was passed over, when one was."""
@@ -57,6 +61,16 @@ class WriterOut(BaseModel):
     path: str = "extractive"
     model: str | None = None
     fallback_reason: str | None = None
+    # Every endpoint tried (role, endpoint, outcome, ...): for the audit record and the logs' remote
+    # context, not part of the answer's shape.
+    _attempts: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    def reached(self, role: str) -> bool | None:
+        """Whether the passages reached the endpoint of this role: None when it was not tried."""
+        tried = [a for a in self._attempts if a.get("role") == role]
+        if not tried:
+            return None
+        return any(a["outcome"] not in NOT_REACHED for a in tried)
 
 
 class AskResult(BaseModel):
@@ -195,6 +209,7 @@ class SourceGate:
             timings_ms=timings,
             writer=WriterOut(path=written.path, model=written.model, fallback_reason=written.fallback_reason),
         )
+        result.writer._attempts = written.attempts
         if self.audit is not None:
             record = self._audit_record(query, interface, result, final, judgement, written)
             record["query_bridge"] = {"language": bq.language, "added_terms": bq.added_terms}
@@ -248,7 +263,7 @@ class SourceGate:
                 # Remote endpoints the policy allowed, and the one the passages were actually sent to.
                 "remote_declared": written.declared_remote,
                 "remote_observed": [f"writer-{a['role']}:{a['endpoint']}" for a in written.attempts
-                                    if a.get("remote") and a["outcome"] not in ("connection_refused", "connection_error", "unavailable")],
+                                    if a.get("remote") and a["outcome"] not in NOT_REACHED],
                 "attempts": written.attempts,
             },
             "timings_ms": result.timings_ms,
