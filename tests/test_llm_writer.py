@@ -150,8 +150,10 @@ def test_invented_citation_falls_back_to_the_next_endpoint(tmp_path):
                              llm_writer_local_model="qwen3:4b", llm_writer_cloud=cloud.url + "/v1",
                              llm_writer_cloud_model="m", llm_writer_cloud_api_key=KEY)
     assert result.writer.path == "cloud"
-    assert "citation [7] points to no passage" in result.writer.fallback_reason
+    assert "citation of a passage not given (1)" in result.writer.fallback_reason
     assert [a["outcome"] for a in record["writer"]["attempts"]] == ["rejected", "ok"]
+    # The audit record keeps the details.
+    assert "citation [7] points to no passage" in record["writer"]["attempts"][0]["reason"]
 
 
 @pytest.mark.parametrize("failure", ["refused", "http_503", "timeout", "invented_number"])
@@ -181,7 +183,10 @@ def test_every_endpoint_failing_gives_the_extractive_answer(tmp_path):
                              llm_writer_local_model="qwen3:4b", llm_writer_cloud=closed_port_url(),
                              llm_writer_cloud_model="m")
     assert result.writer.path == "extractive"
-    assert "'9,999' is not in the cited passage" in result.writer.fallback_reason
+    # The reason names the fault without repeating the invented number, which only the audit keeps.
+    assert "number not in the cited passage (1)" in result.writer.fallback_reason
+    assert "9,999" not in result.writer.fallback_reason
+    assert "'9,999' is not in the cited passage" in record["writer"]["attempts"][0]["reason"]
     assert "cloud (127.0.0.1:" in result.writer.fallback_reason
     assert result.answer.startswith("From the documents:\n- \"")  # the extractive writer's quotes
     assert record["writer"]["path"] == "extractive" and record["answer"] == result.answer
@@ -214,7 +219,7 @@ def test_premise_conflict_is_written_from_the_conflicting_passages(tmp_path):
         prompt = cloud.bodies[0]["messages"][-1]["content"]
     assert result.status == "premise_conflict"
     # "500" is the user's premise, not the passage's: the check rejects repeating it as a fact.
-    assert result.writer.path == "extractive" and "'500' is not in the cited passage" in result.writer.fallback_reason
+    assert result.writer.path == "extractive" and "number not in the cited passage" in result.writer.fallback_reason
     assert 'assumes: "P-200 bearings need grease every 500 hours"' in prompt
 
 
@@ -231,4 +236,5 @@ def test_streamed_sentences_are_checked_before_they_are_sent():
     deltas = "".join(d["text"] for k, d in events if k == "delta")
     assert deltas == "Grease the P-200 bearings every 2,000 operating hours [1]. Add 20 g to each bearing [1]."
     assert kinds[-2:] == ["reset", "replace"] and out.path == "extractive"
-    assert "'7' is not in the cited passage" in out.fallback_reason
+    assert "number not in the cited passage (1)" in out.fallback_reason
+    assert "'7' is not in the cited passage" in out.attempts[0]["reason"]

@@ -34,6 +34,14 @@ PASSAGE_CHARS = 1500
 
 EventSink = Callable[[str, dict[str, Any]], None]
 
+CHECK_WORDS = {
+    "uncited_sentence": "sentence without a citation",
+    "invalid_citation": "citation of a passage not given",
+    "number_not_in_source": "number not in the cited passage",
+    "identifier_not_in_source": "identifier not in the cited passage",
+    "empty": "empty answer",
+}
+
 SYSTEM_PROMPT = (
     "You answer questions for people in the field using only numbered passages from their "
     "organisation's documents. Write {sentences} in {language}. End every sentence with the number "
@@ -328,6 +336,8 @@ class LLMWriter:
                 if not check.ok:
                     problem = "citation check failed: " + "; ".join(check.problems[:3])
                     result["check"] = sorted(set(check.codes))
+                    result["summary"] = "citation check failed: " + ", ".join(
+                        f"{CHECK_WORDS.get(c, c)} ({check.codes.count(c)})" for c in result["check"])
             else:
                 result["check"] = ["truncated"]
             if problem is None:
@@ -342,9 +352,9 @@ class LLMWriter:
             result.update(outcome="unavailable", reason=str(e))
         result["ms"] = round((time.perf_counter() - t0) * 1000, 1)
         if result["outcome"] != "ok" and stream is not None and stream.sent and on_event is not None:
-            on_event("reset", {"path": ep.role, "reason": result.get("reason")})
+            on_event("reset", {"path": ep.role, "reason": result.get("summary") or result.get("reason")})
         # Metadata only: the reason may quote the model's answer, so it stays out of the log.
-        log.info("writer attempt", extra={k: v for k, v in result.items() if k not in ("text", "reason")})
+        log.info("writer attempt", extra={k: v for k, v in result.items() if k not in ("text", "reason", "summary")})
         return result
 
 
@@ -359,9 +369,12 @@ def _is_remote(ep: Endpoint) -> bool:
 
 
 def _reasons(attempts: list[dict[str, Any]]) -> str | None:
+    """Why each endpoint was passed over, without quoting the rejected answer: an agent reading
+    the reason must not pick up a number the check refused (the audit record has the details)."""
     if not attempts:
         return None
-    return "; ".join(f"{a['role']} ({a['endpoint']}): {a.get('reason') or a['outcome']}" for a in attempts)
+    return "; ".join(f"{a['role']} ({a['endpoint']}): {a.get('summary') or a.get('reason') or a['outcome']}"
+                     for a in attempts)
 
 
 def make_writer(settings, name: str | None = None):

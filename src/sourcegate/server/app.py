@@ -3,6 +3,9 @@
 The MCP endpoint is stateless with JSON responses, so replicas can sit behind a load balancer
 without sticky sessions. `SourceGate.ask` is synchronous and CPU-bound: it runs in a worker
 thread so the event loop keeps serving health checks and other requests.
+
+`/v1/ask/stream` answers the same question as server-sent events: the gate's decision as soon as
+it is made, then the answer as a model writes it, then the complete result.
 """
 
 from __future__ import annotations
@@ -15,19 +18,22 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import re
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from importlib import resources
+from typing import Any
 from urllib.parse import urlparse
 
 import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -90,7 +96,7 @@ def _key_matches(headers: dict[str, str], key: str) -> bool:
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
-    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/healthz", "/readyz", "/metrics", "/openapi.json"):
+    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/healthz", "/readyz", "/metrics", "/openapi.json"):
         return path.rstrip("/") or "/"
     return "other"
 
@@ -189,6 +195,48 @@ class _McpEndpoint:
                                    "uvicorn (sourcegate serve) or enter `with TestClient(app)`")(scope, receive, send)
             return
         await self.manager.handle_request(scope, receive, send)
+
+
+class _AsgiEndpoint:
+    """A plain ASGI function as a route endpoint (Starlette treats a bare function as a
+    request -> response handler)."""
+
+    def __init__(self, fn: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.fn = fn
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.fn(scope, receive, send)
+
+
+# Proxies (nginx) buffer responses unless told not to, which would hold every event to the end.
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+STREAM_INTERNAL_ERROR = "the answer could not be completed (internal error; see the server log): discard it"
+
+
+def _sse(kind: str, data: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
+
+
+async def _sse_events(first: tuple[str, Any], events: MemoryObjectReceiveStream[tuple[str, Any]]
+                      ) -> AsyncIterator[bytes]:
+    """`gate`, `delta`, `reset`, `replace` as the service sends them; then `result` (the AskResult)
+    or `error`."""
+    item = first
+    while True:
+        kind, data = item
+        if kind == "result":
+            yield _sse("result", data.model_dump(mode="json"))
+            return
+        if kind == "failed":
+            message = str(data) if isinstance(data, Unavailable) else STREAM_INTERNAL_ERROR
+            yield _sse("error", {"error": message})
+            return
+        yield _sse(kind, data)
+        try:
+            item = await events.receive()
+        except anyio.EndOfStream:
+            yield _sse("error", {"error": STREAM_INTERNAL_ERROR})
+            return
 
 
 class _GateHolder:
@@ -291,7 +339,10 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
     metrics = Metrics()
     admission = AdmissionControl.from_settings(settings)
 
-    async def ask(query: str, interface: str) -> AskResult:
+    async def ask(query: str, interface: str,
+                  on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
+        """One question through admission control, with its metrics and log line. `on_event` is
+        called from the worker thread (see `SourceGate.ask`)."""
         rid = current_request_id.get() or new_request_id()
         try:
             g = await holder.get()
@@ -307,7 +358,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
         try:
             async with admission.slot():
                 t0 = time.perf_counter()
-                result = await anyio.to_thread.run_sync(functools.partial(g.ask, query, interface=interface))
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(g.ask, query, interface=interface, on_event=on_event))
         except Overloaded as e:
             metrics.observe_rejected(interface, "overloaded")
             log_rejected(interface, "overloaded", rid, detail=e.reason, retry_after_s=e.retry_after)
@@ -356,22 +408,78 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
             holder.gate.close()
             holder.gate = None
 
-    async def rest_ask(request: Request) -> Response:
+    async def read_question(request: Request) -> tuple[str, str] | Response:
+        """(query, interface) from a request to /v1/ask or /v1/ask/stream, or the error response."""
         try:
             payload = json.loads(await request.body() or b"null")
         except (json.JSONDecodeError, UnicodeDecodeError):
             return _json_error(400, 'the body is not valid JSON: send {"query": "your question"}')
         if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
             return _json_error(422, 'expected a JSON object {"query": "your question"} with a string query')
-        interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
-        try:
-            result = await ask(payload["query"], interface)
-        except QueryError as e:
+        return payload["query"], "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
+
+    def refusal(e: Exception) -> Response:
+        """The response to an exception raised before any answer was given; any other than a
+        refusal is raised again (a 500)."""
+        if isinstance(e, QueryError):
             return _json_error(422, str(e))
-        except Unavailable as e:
+        if isinstance(e, Unavailable):
             headers = {"retry-after": str(e.retry_after)} if e.retry_after else None
             return _json_error(503, str(e), headers)
+        raise e
+
+    async def rest_ask(request: Request) -> Response:
+        question = await read_question(request)
+        if isinstance(question, Response):
+            return question
+        try:
+            result = await ask(*question)
+        except (QueryError, Unavailable) as e:
+            return refusal(e)
         return JSONResponse(result.model_dump(mode="json"))
+
+    async def rest_ask_stream(scope: Scope, receive: Receive, send: Send) -> None:
+        """The answer as server-sent events. The status code is only sent once the gate has
+        decided, so a question that is refused (400, 422, 503 with Retry-After) gets the same
+        response as from /v1/ask; after that, a failure is an `error` event."""
+        request = Request(scope, receive)
+        question = await read_question(request)
+        if isinstance(question, Response):
+            await question(scope, receive, send)
+            return
+        # Unbounded: the worker thread never waits for a slow reader, so a client that reads
+        # slowly does not hold an answering slot any longer than the answer takes.
+        events_in, events_out = anyio.create_memory_object_stream[tuple[str, Any]](math.inf)
+
+        def on_event(kind: str, data: dict[str, Any]) -> None:  # in the worker thread
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                anyio.from_thread.run_sync(events_in.send_nowait, (kind, data))
+
+        async def run() -> None:
+            async with events_in:
+                item: tuple[str, Any]
+                try:
+                    item = ("result", await ask(*question, on_event=on_event))
+                except Exception as e:  # ask() has counted and logged it
+                    item = ("failed", e)
+                with contextlib.suppress(anyio.BrokenResourceError):  # the client went away
+                    events_in.send_nowait(item)
+
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks, events_out:
+            tasks.start_soon(run)
+            first = await events_out.receive()
+            if first[0] == "failed":
+                failure = first[1]
+            else:
+                response = StreamingResponse(_sse_events(first, events_out), media_type="text/event-stream",
+                                             headers=SSE_HEADERS)
+                # A client that goes away stops the stream, not the answer: it is still
+                # completed, audited and logged (the task group waits for it).
+                with contextlib.suppress(ClientDisconnect):
+                    await response(scope, receive, send)
+        if failure is not None:
+            await refusal(failure)(scope, receive, send)
 
     async def audit_record(request: Request) -> Response:
         audit_id = request.path_params["audit_id"]
@@ -420,6 +528,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/ask", rest_ask, methods=["POST"]),
+        Route("/v1/ask/stream", _AsgiEndpoint(rest_ask_stream), methods=["POST"]),
         Route("/v1/audit/{audit_id}", audit_record, methods=["GET"]),
         Route("/mcp", mcp_endpoint),
     ]

@@ -19,9 +19,52 @@ def _error_schema() -> dict[str, Any]:
             "required": ["error"]}
 
 
+STREAM_DESCRIPTION = (
+    "The same question as AskQuestion, answered as server-sent events (`event: NAME` then `data: JSON`, "
+    "then a blank line), in this order:\n"
+    "- `gate`: once, as soon as the gate has decided, before any answer is written: "
+    "{status, guidance, degraded, evidence, conflicts, excluded, model}, shaped as in the final result.\n"
+    "- `delta`: {text, path}: answer text to append, sent only when a language model writes the answer "
+    "(SOURCEGATE_WRITER=llm) and only for sentences that already passed the citation check; `path` is "
+    "`local` or `cloud`.\n"
+    "- `reset`: {path, reason}: drop the text appended so far (that endpoint's answer failed its check "
+    "or its call); another endpoint may follow with new `delta` events.\n"
+    "- `replace`: {text, reason}: the whole answer is replaced by the extractive answer.\n"
+    "- `result`: once, last: the complete result, exactly as AskQuestion returns it. Its `answer` is "
+    "authoritative (after a model's deltas it also carries the list of sources) and `writer` says who "
+    "wrote it.\n"
+    "- `error`: {error}: instead of `result` when the answer could not be completed after the stream "
+    "started; discard anything shown from this stream.\n"
+    "A question that is refused before the gate decides gets the same JSON error and status code as "
+    "from AskQuestion (422, 503 with Retry-After)."
+)
+
+
+def _stream_schema() -> dict[str, Any]:
+    return {"type": "string", "description": STREAM_DESCRIPTION,
+            "example": 'event: gate\ndata: {"status": "answer_from_evidence", ...}\n\n'
+                       'event: delta\ndata: {"text": "Grease the bearings every 2,000 hours [1].", "path": "cloud"}\n\n'
+                       'event: result\ndata: {"status": "answer_from_evidence", "answer": "...", ...}\n\n'}
+
+
+def _question_body(settings: Settings) -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "properties": {"query": {"type": "string", "description": QUERY_DESCRIPTION,
+                                     "x-ms-summary": "Question", "maxLength": settings.max_query_chars}},
+            "required": ["query"],
+        }}},
+    }
+
+
 def openapi_document(settings: Settings, server_url: str) -> dict[str, Any]:
     result = output_schema(openapi=True)
     err = {"description": "Error", "content": {"application/json": {"schema": _error_schema()}}}
+    busy = {"description": "Busy or not ready: retry after the Retry-After header's seconds when it is given.",
+            "headers": {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}},
+            "content": {"application/json": {"schema": _error_schema()}}}
     doc: dict[str, Any] = {
         "openapi": "3.0.3",
         "info": {
@@ -37,19 +80,28 @@ def openapi_document(settings: Settings, server_url: str) -> dict[str, Any]:
                     "summary": "Ask the document library",
                     "x-ms-summary": "Ask the document library",
                     "description": settings.mcp_tool_description,
-                    "requestBody": {
-                        "required": True,
-                        "content": {"application/json": {"schema": {
-                            "type": "object",
-                            "properties": {"query": {"type": "string", "description": QUERY_DESCRIPTION,
-                                                     "x-ms-summary": "Question", "maxLength": settings.max_query_chars}},
-                            "required": ["query"],
-                        }}},
-                    },
+                    "requestBody": _question_body(settings),
                     "responses": {
                         "200": {"description": "The gate's decision, answer and passages.",
                                 "content": {"application/json": {"schema": result}}},
-                        "400": err, "401": err, "413": err, "422": err,
+                        "400": err, "401": err, "413": err, "422": err, "503": busy,
+                    },
+                }
+            },
+            "/v1/ask/stream": {
+                "post": {
+                    "operationId": "AskQuestionStream",
+                    "summary": "Ask the document library, with the answer streamed as it is written",
+                    "x-ms-summary": "Ask the document library (streamed)",
+                    # Custom connectors cannot read an event stream: keep the action out of their designer.
+                    "x-ms-visibility": "internal",
+                    "description": STREAM_DESCRIPTION,
+                    "requestBody": _question_body(settings),
+                    "responses": {
+                        "200": {"description": "Server-sent events: gate, delta, reset, replace, then result "
+                                               "(or error).",
+                                "content": {"text/event-stream": {"schema": _stream_schema()}}},
+                        "400": err, "401": err, "413": err, "422": err, "503": busy,
                     },
                 }
             },
