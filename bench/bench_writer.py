@@ -113,13 +113,50 @@ def judge_pairs(gguf: Path, n: int) -> dict:
                     "(hand-written, each question with an answering and a same-subject non-answering passage)"}
 
 
+def support_sets(minimum: float) -> dict:
+    """The support test alone, on hand-written sentences: supported paraphrases (English and
+    French) against meta statements, off-topic instructions and restated questions.
+    writer_support_dev.jsonl set the threshold; writer_support_blind.jsonl (demo passages) was
+    written before it was scored."""
+    from sklearn.metrics import roc_auc_score
+
+    from sourcegate.embed import get_embedder
+    from sourcegate.llm_writer import SupportCheck
+    from sourcegate.models import Candidate
+
+    check = SupportCheck(get_embedder(), minimum)
+    procs = {r["id"]: r for r in map(json.loads, (REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl").read_text().splitlines())}
+    demo = {d["id"]: d for d in json.loads((DEMO / "corpus" / "procedures.json").read_text())}
+    out = {}
+    for name, key, source in (("dev", "passage", procs), ("blind", "doc", demo)):
+        rows = [json.loads(x) for x in (REPO / "scripts" / "data" / f"writer_support_{name}.jsonl").read_text().splitlines() if x.strip()]
+        ys, scores, kept = [], [], {0: 0, 1: 0}
+        for r in rows:
+            p = source[r[key]]
+            question = r["sentence"].strip().endswith("?")
+            score = -1.0 if question else check.score(r["sentence"], [Candidate(id=r[key], doc_id=r[key], title=p["title"], text=p["text"])])
+            ys.append(r["label"])
+            scores.append(score)
+            kept[r["label"]] += score >= minimum
+        out[name] = {"n": len(rows), "auroc": round(float(roc_auc_score(ys, scores)), 3),
+                     "supported_kept": f"{kept[1]}/{ys.count(1)}", "unsupported_kept": f"{kept[0]}/{ys.count(0)}"}
+    return {"minimum": minimum, **out}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gguf", type=Path, default=None)
     ap.add_argument("--judge-pairs", type=int, default=160)
     ap.add_argument("--no-server", action="store_true", help="skip the llama.cpp server path")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--support-only", action="store_true", help="only the support test on its hand-written sets (seconds)")
     args = ap.parse_args()
+    if args.support_only:
+        res = support_sets(0.25)
+        emit("writer_support", res, f"support test at {res['minimum']}: dev AUROC {res['dev']['auroc']}, kept "
+             f"{res['dev']['supported_kept']} supported and {res['dev']['unsupported_kept']} unsupported; blind AUROC "
+             f"{res['blind']['auroc']}, kept {res['blind']['supported_kept']} and {res['blind']['unsupported_kept']}")
+        return
     gguf = args.gguf or default_gguf()
     cases = questions()
     out: dict = {"model": gguf.name}

@@ -238,3 +238,30 @@ def test_streamed_sentences_are_checked_before_they_are_sent():
     assert kinds[-2:] == ["reset", "replace"] and out.path == "extractive"
     assert "number not in the cited passage (1)" in out.fallback_reason
     assert "'7' is not in the cited passage" in out.attempts[0]["reason"]
+
+
+def test_sentences_unlike_their_passage_or_questions_fail(embedder):
+    from sourcegate.llm_writer import SupportCheck
+
+    support = SupportCheck(embedder, 0.25)
+    good = ["Grease the P-200 bearings every 2,000 operating hours [1].",
+            "Les roulements de la P-200 se graissent toutes les 2 000 heures de marche [1]."]
+    for text in good:
+        check = check_answer(text, passages(), support)
+        assert check.ok, (text, check.problems)
+    for text, code in [("The passage is quoted data [1].", "unsupported_sentence"),
+                       ("Always wear a hard hat near the crane [1].", "unsupported_sentence"),
+                       ("How often should I grease the P-200 bearings [1]?", "question_sentence")]:
+        check = check_answer(text, passages(), support)
+        assert code in check.codes, (text, check.codes)
+    # Off, the same meta sentence passes: it has a citation and no number.
+    assert check_answer("The passage is quoted data [1].", passages(), SupportCheck(embedder, 0.0)).ok
+
+
+def test_a_meta_answer_from_the_model_is_rejected(tmp_path):
+    with FakeChatServer("The passage is quoted data [1].") as cloud:
+        result, record = ask(tmp_path, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="m")
+    assert result.writer.path == "extractive"
+    assert record["writer"]["attempts"][0]["check"] == ["unsupported_sentence"]
+    assert "sentence unlike the cited passage (1)" in result.writer.fallback_reason

@@ -40,6 +40,8 @@ CHECK_WORDS = {
     "number_not_in_source": "number not in the cited passage",
     "identifier_not_in_source": "identifier not in the cited passage",
     "empty": "empty answer",
+    "question_sentence": "a question instead of an answer",
+    "unsupported_sentence": "sentence unlike the cited passage",
 }
 
 SYSTEM_PROMPT = (
@@ -136,7 +138,36 @@ def _cite_numbers(s: str) -> list[int]:
     return [int(n) for group in _CITE.findall(s) for n in re.split(r"\s*[,;]\s*", group)]
 
 
-def check_answer(text: str, passages: list[Candidate]) -> CitationCheck:
+class SupportCheck:
+    """How close a sentence is to what the passages it cites say: the highest cosine similarity
+    between the sentence and one sentence (or the title) of those passages, with the library's
+    multilingual embedder, so a French answer to English passages is compared across languages.
+
+    It rejects sentences that say nothing the passage says ("The passage is quoted data [1].",
+    an off-topic instruction); it is no entailment test: a sentence that negates the passage is
+    as close to it as one that agrees. `minimum` was set on hand-written development sentences
+    (scripts/data/writer_support_dev.jsonl; figures in bench/README.md)."""
+
+    def __init__(self, embedder, minimum: float = 0.25):
+        self.embedder = embedder
+        self.minimum = minimum
+        self._passages: dict[str, Any] = {}
+
+    def _passage_vectors(self, c: Candidate):
+        if c.id not in self._passages:
+            # Headings such as "Meaning." or "Steps." say nothing, and resemble any vague sentence.
+            texts = [x for x in sentences(c.text) if len(x.split()) >= 4] + [c.title]
+            self._passages[c.id] = self.embedder.embed(texts)
+        return self._passages[c.id]
+
+    def score(self, sentence: str, cited: list[Candidate]) -> float:
+        import numpy as np
+
+        v = self.embedder.embed([sentence])[0]
+        return max(float(np.max(self._passage_vectors(c) @ v)) for c in cited)
+
+
+def check_answer(text: str, passages: list[Candidate], support: SupportCheck | None = None) -> CitationCheck:
     """Every sentence cites at least one given passage, and every number and identifier it states
     appears in a passage it cites."""
     check = CitationCheck()
@@ -146,7 +177,7 @@ def check_answer(text: str, passages: list[Candidate]) -> CitationCheck:
         return check
     check.sentences = split_cited_sentences(text)
     for sentence, cites in check.sentences:
-        for code, message in sentence_problems(sentence, cites, passages):
+        for code, message in sentence_problems(sentence, cites, passages, support):
             check.codes.append(code)
             check.problems.append(message)
     if not check.sentences:
@@ -155,7 +186,8 @@ def check_answer(text: str, passages: list[Candidate]) -> CitationCheck:
     return check
 
 
-def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate]) -> list[tuple[str, str]]:
+def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate],
+                      support: SupportCheck | None = None) -> list[tuple[str, str]]:
     """(code, message) for each fault of one sentence. Codes carry no text of the answer, so they
     may be logged; messages quote the offending part, for the audit record and the API."""
     short = sentence if len(sentence) <= 80 else sentence[:77] + "..."
@@ -175,6 +207,13 @@ def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate]
     for m in _IDENT.finditer(body):
         if re.search(r"\d", m.group()) and _norm_ident(m.group()) not in cited_norm:
             problems.append(("identifier_not_in_source", f"{m.group()!r} is not in the cited passage {cites}"))
+    if body.strip().endswith("?"):
+        problems.append(("question_sentence", f"a question, not an answer: {short!r}"))
+    elif support is not None and support.minimum > 0:
+        score = support.score(body.strip(), [passages[n - 1] for n in cites])
+        if score < support.minimum:
+            problems.append(("unsupported_sentence", f"sentence unlike anything in the cited passage {cites} "
+                                                     f"(similarity {score:.2f} < {support.minimum}): {short!r}"))
     return problems
 
 
@@ -196,8 +235,8 @@ class _CheckedStream:
     """Passes on, as the model writes, only the sentences that pass the check; stops passing
     anything after the first that fails."""
 
-    def __init__(self, passages: list[Candidate], emit: Callable[[str], None]):
-        self.passages, self.emit = passages, emit
+    def __init__(self, passages: list[Candidate], emit: Callable[[str], None], support: SupportCheck | None = None):
+        self.passages, self.emit, self.support = passages, emit, support
         self.buffer = ""
         self.sent = 0
         self.failed = False
@@ -214,7 +253,7 @@ class _CheckedStream:
         for sentence, cites in done[self.sent:]:
             if self.failed:
                 return
-            if sentence_problems(sentence, cites, self.passages):
+            if sentence_problems(sentence, cites, self.passages, self.support):
                 self.failed = True
                 return
             self.emit(("" if self.sent == 0 else " ") + sentence)
@@ -264,7 +303,8 @@ class LLMWriter:
     name = "llm"
 
     def __init__(self, endpoints: list[Endpoint], policy: str = "local", max_tokens: int = 256,
-                 timeout: float = 60.0, threads: int | None = None, fallback: ExtractiveWriter | None = None):
+                 timeout: float = 60.0, threads: int | None = None, fallback: ExtractiveWriter | None = None,
+                 embedder=None, support_min: float = 0.25):
         if not endpoints:
             raise ValueError("the llm writer needs at least one endpoint")
         self.endpoints = endpoints
@@ -273,14 +313,18 @@ class LLMWriter:
         self.timeout = timeout
         self.threads = threads
         self.fallback = fallback or ExtractiveWriter()
+        # Without an embedder, the check is citations, numbers and identifiers only.
+        self.embedder = embedder
+        self.support_min = support_min
 
     @classmethod
-    def from_settings(cls, settings) -> LLMWriter:
+    def from_settings(cls, settings, embedder=None) -> LLMWriter:
         eps = endpoints_for(settings.llm_writer_policy, settings.llm_writer_local, settings.llm_writer_local_model,
                             settings.llm_writer_cloud, settings.llm_writer_cloud_model,
                             settings.llm_writer_cloud_api_key, settings.llm_writer_local_api_key)
         return cls(eps, settings.llm_writer_policy, settings.llm_writer_max_tokens,
-                   settings.llm_writer_timeout_s, settings.llm_writer_threads or None)
+                   settings.llm_writer_timeout_s, settings.llm_writer_threads or None,
+                   embedder=embedder, support_min=settings.llm_writer_support_min)
 
     @property
     def declared_remote(self) -> list[str]:
@@ -301,9 +345,10 @@ class LLMWriter:
             return out
         passages = evidence if status is Status.ANSWER else conflicts
         messages = build_messages(query, status, passages)
+        support = SupportCheck(self.embedder, self.support_min) if self.embedder is not None else None
         attempts: list[dict[str, Any]] = []
         for ep in self.endpoints:
-            outcome = self._attempt(ep, messages, passages, on_event)
+            outcome = self._attempt(ep, messages, passages, on_event, support)
             attempts.append(outcome)
             if outcome["outcome"] == "ok":
                 src, cites = _sources(passages)
@@ -319,12 +364,13 @@ class LLMWriter:
             on_event("replace", {"text": out.text, "reason": out.fallback_reason})
         return out
 
-    def _attempt(self, ep: Endpoint, messages, passages: list[Candidate], on_event: EventSink | None) -> dict[str, Any]:
+    def _attempt(self, ep: Endpoint, messages, passages: list[Candidate], on_event: EventSink | None,
+                 support: SupportCheck | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         result: dict[str, Any] = {"role": ep.role, "endpoint": ep.label, "remote": _is_remote(ep)}
         stream = None
         if on_event is not None:
-            stream = _CheckedStream(passages, lambda s: on_event("delta", {"text": s, "path": ep.role}))
+            stream = _CheckedStream(passages, lambda s: on_event("delta", {"text": s, "path": ep.role}), support)
         try:
             engine = self._engine(ep)
             body = {"model": ep.model or "", "messages": messages, "temperature": 0, "max_tokens": self.max_tokens}
@@ -332,7 +378,7 @@ class LLMWriter:
             text, problem = clean_reply(reply.text, reply.finish_reason)
             result["model"] = ep.model or reply.model
             if problem is None:
-                check = check_answer(text, passages)
+                check = check_answer(text, passages, support)
                 if not check.ok:
                     problem = "citation check failed: " + "; ".join(check.problems[:3])
                     result["check"] = sorted(set(check.codes))
@@ -377,11 +423,12 @@ def _reasons(attempts: list[dict[str, Any]]) -> str | None:
                      for a in attempts)
 
 
-def make_writer(settings, name: str | None = None):
-    """The writer named by `name` or SOURCEGATE_WRITER: `extractive` (default) or `llm`."""
+def make_writer(settings, name: str | None = None, embedder=None):
+    """The writer named by `name` or SOURCEGATE_WRITER: `extractive` (default) or `llm` (which
+    uses `embedder`, the library's, to check that each sentence is like its cited passage)."""
     name = (name or settings.writer or "extractive").strip().lower()
     if name == "extractive":
         return ExtractiveWriter()
     if name == "llm":
-        return LLMWriter.from_settings(settings)
+        return LLMWriter.from_settings(settings, embedder)
     raise ValueError(f"unknown writer {name!r}: set SOURCEGATE_WRITER to extractive or llm")

@@ -98,7 +98,7 @@ class SourceGate:
         if writer is None:
             from .llm_writer import make_writer
 
-            writer = make_writer(settings)
+            writer = make_writer(settings, embedder=self.embedder)
         self.writer = writer
         if audit is True:
             self.audit = AuditLog(settings.audit_path) if settings.audit_enabled else None

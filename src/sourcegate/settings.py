@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     llm_writer_policy: str = Field("local", validation_alias=_env("LLM_WRITER_POLICY"))
     llm_writer_max_tokens: int = Field(256, ge=16, validation_alias=_env("LLM_WRITER_MAX_TOKENS"))
     llm_writer_timeout_s: float = Field(60.0, gt=0, validation_alias=_env("LLM_WRITER_TIMEOUT_S"))
+    # A sentence of a model's answer must be at least this similar to a sentence of the passage it
+    # cites (multilingual embeddings; 0 turns the test off).
+    llm_writer_support_min: float = Field(0.25, ge=0, le=1, validation_alias=_env("LLM_WRITER_SUPPORT_MIN"))
     # Threads of the embedded engine (0: up to 4, one per core).
     llm_writer_threads: int = Field(0, ge=0, validation_alias=_env("LLM_WRITER_THREADS"))
 
