@@ -265,3 +265,26 @@ def test_a_meta_answer_from_the_model_is_rejected(tmp_path):
     assert result.writer.path == "extractive"
     assert record["writer"]["attempts"][0]["check"] == ["unsupported_sentence"]
     assert "sentence unlike the cited passage (1)" in result.writer.fallback_reason
+
+
+def test_a_failing_endpoint_is_skipped_for_a_while():
+    good = "Grease the P-200 bearings every 2,000 operating hours [1]."
+    with FakeChatServer("") as local, FakeChatServer(good) as cloud:
+        local.fail_status = 503
+        writer = LLMWriter(endpoints_for("local_then_cloud", local.url + "/v1", "qwen3:4b", cloud.url + "/v1", "m", None),
+                           "local_then_cloud", breaker_failures=3, breaker_cooldown_s=60)
+        outs = [writer.write(Q, Status.ANSWER, passages(), []) for _ in range(5)]
+        assert len(local.bodies) == 3  # the 4th and 5th questions did not wait for the local server
+    assert all(o.path == "cloud" for o in outs)
+    assert [o.attempts[0]["outcome"] for o in outs] == ["http_5xx"] * 3 + ["circuit_open"] * 2
+    assert "after 3 failures in a row" in outs[3].fallback_reason
+    writer.close()
+
+
+def test_a_rejected_answer_does_not_trip_the_breaker():
+    with FakeChatServer("Grease every 9,999 hours [1].") as local:
+        writer = LLMWriter(endpoints_for("local", local.url + "/v1", "qwen3:4b", None, None, None), "local",
+                           breaker_failures=1)
+        for _ in range(3):
+            assert writer.write(Q, Status.ANSWER, passages(), []).attempts[0]["outcome"] == "rejected"
+        assert len(local.bodies) == 3

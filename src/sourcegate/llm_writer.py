@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .answer import ExtractiveWriter, WrittenAnswer, _sources, extract_premise, sentences
-from .chat import ChatEngine, ChatError, describe_endpoint, open_chat_engine, reply_of
+from .chat import ChatEngine, ChatError, describe_endpoint, is_loopback, open_chat_engine, reply_of
 from .crosslingual import detect_language
 from .gate import Status
 from .models import Candidate
@@ -262,6 +263,10 @@ class _CheckedStream:
 
 # -- routing --------------------------------------------------------------------------------------
 
+# Failures that say the endpoint itself is down or overloaded (not that its answer was wrong).
+BREAKER_KINDS = frozenset({"connection_refused", "connection_error", "timeout", "http_5xx", "http_429", "engine"})
+
+
 @dataclass
 class Endpoint:
     role: str  # "local" or "cloud"
@@ -269,6 +274,9 @@ class Endpoint:
     model: str | None = None
     api_key: str | None = None
     _engine: ChatEngine | None = field(default=None, repr=False)
+    # Circuit breaker: consecutive failures of the endpoint itself, and until when it is skipped.
+    _failures: int = field(default=0, repr=False)
+    _open_until: float = field(default=0.0, repr=False)
 
     @property
     def label(self) -> str:
@@ -304,7 +312,7 @@ class LLMWriter:
 
     def __init__(self, endpoints: list[Endpoint], policy: str = "local", max_tokens: int = 256,
                  timeout: float = 60.0, threads: int | None = None, fallback: ExtractiveWriter | None = None,
-                 embedder=None, support_min: float = 0.25):
+                 embedder=None, support_min: float = 0.25, breaker_failures: int = 3, breaker_cooldown_s: float = 30.0):
         if not endpoints:
             raise ValueError("the llm writer needs at least one endpoint")
         self.endpoints = endpoints
@@ -316,6 +324,11 @@ class LLMWriter:
         # Without an embedder, the check is citations, numbers and identifiers only.
         self.embedder = embedder
         self.support_min = support_min
+        # A local server that hangs would otherwise cost every question the full timeout before
+        # the cloud is tried: after `breaker_failures` failures in a row it is skipped for a while.
+        self.breaker_failures = breaker_failures
+        self.breaker_cooldown_s = breaker_cooldown_s
+        self._lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, settings, embedder=None) -> LLMWriter:
@@ -324,13 +337,20 @@ class LLMWriter:
                             settings.llm_writer_cloud_api_key, settings.llm_writer_local_api_key)
         return cls(eps, settings.llm_writer_policy, settings.llm_writer_max_tokens,
                    settings.llm_writer_timeout_s, settings.llm_writer_threads or None,
-                   embedder=embedder, support_min=settings.llm_writer_support_min)
+                   embedder=embedder, support_min=settings.llm_writer_support_min,
+                   breaker_failures=settings.llm_writer_breaker_failures,
+                   breaker_cooldown_s=settings.llm_writer_breaker_cooldown_s)
 
     @property
     def declared_remote(self) -> list[str]:
         """Remote endpoints the policy may send passages to (hosts only)."""
         return [f"writer-{e.role}:{e.label}" for e in self.endpoints if not e.spec.startswith("gguf:")
                 and not _is_loopback_label(e.label)]
+
+    def close(self) -> None:
+        for ep in self.endpoints:
+            if ep._engine is not None:
+                ep._engine.close()
 
     def _engine(self, ep: Endpoint) -> ChatEngine:
         if ep._engine is None:
@@ -368,6 +388,13 @@ class LLMWriter:
                  support: SupportCheck | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
         result: dict[str, Any] = {"role": ep.role, "endpoint": ep.label, "remote": _is_remote(ep)}
+        with self._lock:
+            wait = ep._open_until - time.monotonic()
+        if wait > 0:
+            result.update(outcome="circuit_open", ms=0.0,
+                          reason=f"skipped for {wait:.0f} s more after {self.breaker_failures} failures in a row")
+            log.info("writer attempt", extra={k: v for k, v in result.items() if k != "reason"})
+            return result
         stream = None
         if on_event is not None:
             stream = _CheckedStream(passages, lambda s: on_event("delta", {"text": s, "path": ep.role}), support)
@@ -397,6 +424,14 @@ class LLMWriter:
         except ValueError as e:  # an engine that cannot be opened (missing file, missing wheel)
             result.update(outcome="unavailable", reason=str(e))
         result["ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        with self._lock:
+            if result["outcome"] in BREAKER_KINDS:
+                ep._failures += 1
+                if ep._failures >= self.breaker_failures:
+                    ep._open_until = time.monotonic() + self.breaker_cooldown_s
+                    ep._failures = 0
+            else:
+                ep._failures = 0
         if result["outcome"] != "ok" and stream is not None and stream.sent and on_event is not None:
             on_event("reset", {"path": ep.role, "reason": result.get("summary") or result.get("reason")})
         # Metadata only: the reason may quote the model's answer, so it stays out of the log.
@@ -405,8 +440,6 @@ class LLMWriter:
 
 
 def _is_loopback_label(label: str) -> bool:
-    from .chat import is_loopback
-
     return is_loopback(label)
 
 

@@ -271,3 +271,6 @@ class SourceGate:
 
     def close(self) -> None:
         self.store.close()
+        close_writer = getattr(self.writer, "close", None)
+        if close_writer is not None:
+            close_writer()

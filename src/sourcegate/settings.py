@@ -87,6 +87,10 @@ class Settings(BaseSettings):
     # A sentence of a model's answer must be at least this similar to a sentence of the passage it
     # cites (multilingual embeddings; 0 turns the test off).
     llm_writer_support_min: float = Field(0.25, ge=0, le=1, validation_alias=_env("LLM_WRITER_SUPPORT_MIN"))
+    # An endpoint that fails this many times in a row (down, timing out, 5xx) is skipped for the
+    # cooldown, so a hung local server does not cost every question the full timeout.
+    llm_writer_breaker_failures: int = Field(3, ge=1, validation_alias=_env("LLM_WRITER_BREAKER_FAILURES"))
+    llm_writer_breaker_cooldown_s: float = Field(30.0, gt=0, validation_alias=_env("LLM_WRITER_BREAKER_COOLDOWN_S"))
     # Threads of the embedded engine (0: up to 4, one per core).
     llm_writer_threads: int = Field(0, ge=0, validation_alias=_env("LLM_WRITER_THREADS"))
 
