@@ -251,7 +251,8 @@ def test_sentences_unlike_their_passage_or_questions_fail(embedder):
         assert check.ok, (text, check.problems)
     for text, code in [("The passage is quoted data [1].", "unsupported_sentence"),
                        ("Always wear a hard hat near the crane [1].", "unsupported_sentence"),
-                       ("How often should I grease the P-200 bearings [1]?", "question_sentence")]:
+                       ("How often should I grease the P-200 bearings [1]?", "question_sentence"),
+                       ("How often should I grease the P-200 bearings? [1].", "question_sentence")]:
         check = check_answer(text, passages(), support)
         assert code in check.codes, (text, check.codes)
     # Off, the same meta sentence passes: it has a citation and no number.

@@ -208,7 +208,7 @@ def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate]
     for m in _IDENT.finditer(body):
         if re.search(r"\d", m.group()) and _norm_ident(m.group()) not in cited_norm:
             problems.append(("identifier_not_in_source", f"{m.group()!r} is not in the cited passage {cites}"))
-    if body.strip().endswith("?"):
+    if re.sub(r"[\s.]+$", "", body).endswith("?"):  # "Why...? [1]." is a question too
         problems.append(("question_sentence", f"a question, not an answer: {short!r}"))
     elif support is not None and support.minimum > 0:
         score = support.score(body.strip(), [passages[n - 1] for n in cites])
