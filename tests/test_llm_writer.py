@@ -289,3 +289,16 @@ def test_a_rejected_answer_does_not_trip_the_breaker():
         for _ in range(3):
             assert writer.write(Q, Status.ANSWER, passages(), []).attempts[0]["outcome"] == "rejected"
         assert len(local.bodies) == 3
+
+
+def test_serve_refuses_to_start_with_a_writer_set_up_wrong(monkeypatch):
+    from click.testing import CliRunner
+
+    from sourcegate.cli import cli
+
+    monkeypatch.setenv("SOURCEGATE_WRITER", "llm")
+    monkeypatch.setenv("LLM_WRITER_POLICY", "local_then_cloud")
+    monkeypatch.setenv("LLM_WRITER_LOCAL", "http://localhost:11434/v1")
+    monkeypatch.setenv("LLM_WRITER_LOCAL_MODEL", "qwen3:4b")
+    out = CliRunner().invoke(cli, ["serve", "--port", "0"])
+    assert out.exit_code == 1 and "set LLM_WRITER_CLOUD" in out.output

@@ -426,6 +426,7 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     """Serve MCP (Streamable HTTP at /mcp), REST (/v1/ask), the web page (/), /healthz and /metrics."""
     from .server.app import serve as run_server
 
+    _check_writer(_settings(ctx))
     run_server(_settings(ctx), host=host, port=port)
 
 
@@ -436,7 +437,19 @@ def mcp(ctx: click.Context, stdio: bool) -> None:
     """Serve the MCP tool over stdio, for desktop clients."""
     from .server.mcp_tool import run_stdio
 
+    _check_writer(_settings(ctx))
     run_stdio(_settings(ctx))
+
+
+def _check_writer(settings: Settings) -> None:
+    """A writer set up wrong stops a server at start, with the variable to fix, rather than
+    leaving it up but never ready."""
+    from .llm_writer import make_writer
+
+    try:
+        make_writer(settings)  # builds the endpoint list only: no model is loaded, nothing is called
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
 
 
 def _register_commands() -> None:
