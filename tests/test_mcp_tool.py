@@ -144,3 +144,31 @@ def test_tool_result_stays_small():
     assert len(json.dumps(data, ensure_ascii=False).encode()) < MAX_RESULT_BYTES
     assert len(data["evidence"]) <= 12 and len(data["conflicts"]) <= 12
     assert data["status"] == "answer_from_evidence" and data["guidance"] == "g"
+
+
+def test_mcp_result_carries_the_written_answer_beside_the_passages(tmp_path):
+    from fakes.chat_server import FakeChatServer
+    from test_llm_writer import p200_reply
+
+    with FakeChatServer(p200_reply) as cloud:
+        settings = _settings(tmp_path, writer="llm", llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="mistral-small-latest")
+        gate = make_gate(settings)
+        app = create_app(settings, gate)
+        with running_server(app) as base:
+            async def main():
+                http = httpx2.AsyncClient(headers={"x-api-key": KEY}, timeout=TIMEOUT)
+                async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
+                    async with ClientSession(r, w) as session:
+                        await session.initialize()
+                        return await session.call_tool("search_procedures", {"query": Q})
+
+            result = run_async(main, TIMEOUT)
+        gate.close()
+    data = result.structured_content  # validated by the client against the tool's output schema
+    assert not result.is_error
+    assert data["writer"] == {"path": "cloud", "model": "mistral-small-latest", "fallback_reason": None}
+    assert data["answer"].startswith("Grease the P-200 bearings every 2,000 operating hours [")
+    assert any(p["doc_id"] == "PROC-P200-BRG-R2" for p in data["evidence"])  # the passages are still there
+    text = result.content[0].text
+    assert "written by: mistral-small-latest (cloud)" in text and "PROC-P200-BRG-R2" in text
