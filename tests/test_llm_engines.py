@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -135,8 +135,6 @@ def test_local_llama_server_killed_mid_run_falls_back_to_cloud(tmp_path):
 
 def test_local_llama_server_killed_during_a_request(tmp_path):
     proc, local_url, log = start_llama_server(tmp_path)
-    import threading
-
     try:
         with FakeChatServer(p200_reply) as cloud:
             settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="local_then_cloud",
@@ -163,4 +161,4 @@ def test_local_llama_server_killed_during_a_request(tmp_path):
         pytest.skip("the model finished before it was killed")  # a race the test cannot rule out
     assert attempts[0]["outcome"] in ("connection_error", "connection_refused"), attempts
     assert result.writer.path == "cloud"
-    assert os.environ.get("LLM_WRITER_CLOUD_API_KEY") is None
+    assert result.answer.startswith("Grease the P-200 bearings every 2,000 operating hours [")

@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 Delta = Callable[[str], None]
 
-# Failures worth trying the next endpoint for. A 4xx other than 408/429 is a configuration error
-# (bad key, unknown model): the next endpoint is still tried, and the reason says what to fix.
-TRANSIENT_KINDS = frozenset({"connection_refused", "connection_error", "timeout", "http_5xx", "http_429", "engine"})
-
 
 class ChatError(Exception):
     """A chat request that produced no usable reply. `kind` is machine-readable."""
