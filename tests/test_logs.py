@@ -151,5 +151,7 @@ def test_writer_path_and_remote_endpoints_in_the_log():
     down.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "connection_error"}]
     f = ask_log_fields(down, "rest", settings, gate=gate)
     assert f["remote_failed"] == ["writer-cloud:api.mistral.ai"] and f["remote_observed"] == []
+    down.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "circuit_open"}]
+    assert ask_log_fields(down, "rest", settings, gate=gate)["remote_observed"] == []  # skipped: nothing sent
     # Neither the key nor the reasons (which may quote the answer) reach the log.
     assert "mistral-secret" not in json.dumps(f) and "9,999" not in json.dumps(f)

@@ -51,7 +51,7 @@ class ExcludedOut(BaseModel):
 
 
 # Outcomes of a writer attempt in which the request never reached the endpoint.
-NOT_REACHED = ("connection_refused", "connection_error", "unavailable")
+NOT_REACHED = ("connection_refused", "connection_error", "unavailable", "circuit_open")
 
 
 class WriterOut(BaseModel):
