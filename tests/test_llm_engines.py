@@ -104,15 +104,20 @@ def start_llama_server(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     return proc, f"http://127.0.0.1:{port}/v1", log
 
 
+def local_then_cloud(tmp_path: Path, local_url: str, cloud: FakeChatServer, **more):
+    """A gate writing with the llama.cpp server first and the hosted-API fake second."""
+    settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="local_then_cloud",
+                             llm_writer_local=local_url, llm_writer_local_model="smollm2",
+                             llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m",
+                             llm_writer_timeout_s=120, **more)
+    return make_gate(settings)
+
+
 def test_local_llama_server_killed_mid_run_falls_back_to_cloud(tmp_path):
     proc, local_url, log = start_llama_server(tmp_path)
     try:
         with FakeChatServer(p200_reply) as cloud:
-            settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="local_then_cloud",
-                                     llm_writer_local=local_url, llm_writer_local_model="smollm2",
-                                     llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m",
-                                     llm_writer_timeout_s=120)
-            gate = make_gate(settings)
+            gate = local_then_cloud(tmp_path, local_url, cloud)
             first = gate.ask(Q)
             # Kill the server while the gate keeps running: the next question must still be answered.
             proc.send_signal(signal.SIGKILL)
@@ -137,11 +142,7 @@ def test_local_llama_server_killed_during_a_request(tmp_path):
     proc, local_url, log = start_llama_server(tmp_path)
     try:
         with FakeChatServer(p200_reply) as cloud:
-            settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="local_then_cloud",
-                                     llm_writer_local=local_url, llm_writer_local_model="smollm2",
-                                     llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m",
-                                     llm_writer_max_tokens=2048, llm_writer_timeout_s=120)
-            gate = make_gate(settings)
+            gate = local_then_cloud(tmp_path, local_url, cloud, llm_writer_max_tokens=2048)
             done: dict = {}
             worker = threading.Thread(target=lambda: done.update(result=gate.ask(Q)))
             worker.start()

@@ -110,11 +110,11 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/v1"
 
 
-def ask(tmp_path, **writer_settings):
+def ask(tmp_path, query: str = Q, **writer_settings):
     settings = make_settings(tmp_path / "audit.jsonl", writer="llm", **writer_settings)
     gate = make_gate(settings)
     try:
-        result = gate.ask(Q)
+        result = gate.ask(query)
     finally:
         gate.close()
     record = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
@@ -194,11 +194,8 @@ def test_every_endpoint_failing_gives_the_extractive_answer(tmp_path):
 
 def test_no_model_call_when_the_gate_abstains(tmp_path):
     with FakeChatServer(p200_reply) as cloud:
-        settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="cloud",
-                                 llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
-        gate = make_gate(settings)
-        result = gate.ask("Who won the 1998 chess olympiad?")
-        gate.close()
+        result, _ = ask(tmp_path, "Who won the 1998 chess olympiad?", llm_writer_policy="cloud",
+                        llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
         assert cloud.bodies == []
     assert result.status == "insufficient_evidence" and result.writer.path == "extractive"
     assert result.writer.fallback_reason is None
@@ -211,11 +208,8 @@ def test_premise_conflict_is_written_from_the_conflicting_passages(tmp_path):
                 f"They say to grease the P-200 bearings every 2,000 operating hours [{n.group(1)}].")
 
     with FakeChatServer(reply) as cloud:
-        settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="cloud",
-                                 llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
-        gate = make_gate(settings)
-        result = gate.ask("P-200 bearings need grease every 500 hours, how much do I add?")
-        gate.close()
+        result, _ = ask(tmp_path, "P-200 bearings need grease every 500 hours, how much do I add?",
+                        llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
         prompt = cloud.bodies[0]["messages"][-1]["content"]
     assert result.status == "premise_conflict"
     # "500" is the user's premise, not the passage's: the check rejects repeating it as a fact.

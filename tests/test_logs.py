@@ -134,7 +134,8 @@ def test_writer_path_and_remote_endpoints_in_the_log():
     cloud = _result()
     cloud.writer = WriterOut(path="cloud", model="mistral-small-latest",
                              fallback_reason="local (localhost:11434): cannot connect to localhost:11434: is the server running?")
-    cloud.writer._attempts = [{"role": "local", "outcome": "connection_refused"}, {"role": "cloud", "outcome": "ok"}]
+    cloud.writer._attempts = [{"role": "local", "endpoint": "localhost:11434", "remote": False, "outcome": "connection_refused"},
+                            {"role": "cloud", "endpoint": "api.mistral.ai", "remote": True, "outcome": "ok"}]
     f = ask_log_fields(cloud, "rest", settings, gate=gate)
     assert f["remote_observed"] == ["writer-cloud:api.mistral.ai"] and f["writer"]["fell_back"] is True
 
@@ -142,16 +143,19 @@ def test_writer_path_and_remote_endpoints_in_the_log():
     rejected = _result()
     rejected.writer = WriterOut(path="extractive", fallback_reason="local (localhost:11434): citation check failed: '9,999' ...; "
                                                                    "cloud (api.mistral.ai): citation check failed: ...")
-    rejected.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "rejected"}]
+    rejected.writer._attempts = [{"role": "local", "endpoint": "localhost:11434", "remote": False, "outcome": "rejected"},
+                            {"role": "cloud", "endpoint": "api.mistral.ai", "remote": True, "outcome": "rejected"}]
     f = ask_log_fields(rejected, "rest", settings, gate=gate)
     assert f["remote_observed"] == ["writer-cloud:api.mistral.ai"] and f["path"].endswith("answer:extractive")
 
     down = _result()
     down.writer = WriterOut(path="extractive", fallback_reason="...")
-    down.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "connection_error"}]
+    down.writer._attempts = [{"role": "local", "endpoint": "localhost:11434", "remote": False, "outcome": "rejected"},
+                            {"role": "cloud", "endpoint": "api.mistral.ai", "remote": True, "outcome": "connection_error"}]
     f = ask_log_fields(down, "rest", settings, gate=gate)
     assert f["remote_failed"] == ["writer-cloud:api.mistral.ai"] and f["remote_observed"] == []
-    down.writer._attempts = [{"role": "local", "outcome": "rejected"}, {"role": "cloud", "outcome": "circuit_open"}]
+    down.writer._attempts = [{"role": "local", "endpoint": "localhost:11434", "remote": False, "outcome": "rejected"},
+                            {"role": "cloud", "endpoint": "api.mistral.ai", "remote": True, "outcome": "circuit_open"}]
     assert ask_log_fields(down, "rest", settings, gate=gate)["remote_observed"] == []  # skipped: nothing sent
     # Neither the key nor the reasons (which may quote the answer) reach the log.
     assert "mistral-secret" not in json.dumps(f) and "9,999" not in json.dumps(f)

@@ -163,9 +163,7 @@ def _error_message(response: httpx.Response) -> str:
 def _collect_sse(lines, on_delta: Delta, label: str) -> dict[str, Any]:
     """Read a streamed chat completion (server-sent events, `data: {...}` lines ending with
     `data: [DONE]`) into the body a non-streamed request would have returned."""
-    parts: list[str] = []
-    model = finish = None
-    usage: dict[str, Any] = {}
+    reply = _StreamedReply(on_delta)
     for line in lines:
         if not line or not line.startswith("data:"):
             continue
@@ -176,30 +174,43 @@ def _collect_sse(lines, on_delta: Delta, label: str) -> dict[str, Any]:
             chunk = json.loads(data)
         except ValueError:
             raise ChatError("malformed", f"{label} streamed an event that is not JSON") from None
-        _take_chunk(chunk, parts, on_delta)
-        if isinstance(chunk, dict):
-            model = chunk.get("model") or model
-            if isinstance(chunk.get("usage"), dict):
-                usage = chunk["usage"]
-            for choice in chunk.get("choices") or []:
-                if isinstance(choice, dict) and choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-    return {"model": model, "usage": usage,
-            "choices": [{"index": 0, "finish_reason": finish,
-                         "message": {"role": "assistant", "content": "".join(parts)}}]}
+        reply.take(chunk)
+    return reply.body()
 
 
-def _take_chunk(chunk: Any, parts: list[str], on_delta: Delta) -> None:
-    if not isinstance(chunk, dict):
-        return
-    if isinstance(chunk.get("error"), (dict, str)):
-        raise ChatError("engine", "the stream ended with an error")
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        piece = delta.get("content") if isinstance(delta, dict) else None
-        if isinstance(piece, str) and piece:
-            parts.append(piece)
-            on_delta(piece)
+class _StreamedReply:
+    """Streamed `chat.completion.chunk` objects, passed on piece by piece and gathered into the
+    body a non-streamed request would have returned."""
+
+    def __init__(self, on_delta: Delta):
+        self.on_delta = on_delta
+        self.parts: list[str] = []
+        self.model: str | None = None
+        self.finish: str | None = None
+        self.usage: dict[str, Any] = {}
+
+    def take(self, chunk: Any) -> None:
+        if not isinstance(chunk, dict):
+            return
+        if isinstance(chunk.get("error"), (dict, str)):
+            raise ChatError("engine", "the stream ended with an error")
+        self.model = chunk.get("model") or self.model
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or []:
+            if not isinstance(choice, dict):
+                continue
+            self.finish = choice.get("finish_reason") or self.finish
+            delta = choice.get("delta")
+            piece = delta.get("content") if isinstance(delta, dict) else None
+            if isinstance(piece, str) and piece:
+                self.parts.append(piece)
+                self.on_delta(piece)
+
+    def body(self) -> dict[str, Any]:
+        return {"model": self.model, "usage": self.usage,
+                "choices": [{"index": 0, "finish_reason": self.finish,
+                             "message": {"role": "assistant", "content": "".join(self.parts)}}]}
 
 
 class EmbeddedChatEngine:
@@ -239,19 +250,9 @@ class EmbeddedChatEngine:
             if on_delta is None:
                 out = self._server.handle_chat_completions(body)
             else:
-                parts: list[str] = []
-                events: list[dict[str, Any]] = []
-
-                def take(chunk: Any) -> None:
-                    if isinstance(chunk, dict):
-                        events.append(chunk)
-                        _take_chunk(chunk, parts, on_delta)
-
-                self._server.handle_chat_completions({**body, "stream": True}, take)
-                finish = next((c.get("finish_reason") for e in reversed(events) for c in e.get("choices") or []
-                               if isinstance(c, dict) and c.get("finish_reason")), None)
-                out = {"choices": [{"index": 0, "finish_reason": finish,
-                                    "message": {"role": "assistant", "content": "".join(parts)}}]}
+                reply = _StreamedReply(on_delta)
+                self._server.handle_chat_completions({**body, "stream": True}, reply.take)
+                out = reply.body()
         except ChatError:
             raise
         except Exception as e:

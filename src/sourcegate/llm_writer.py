@@ -282,6 +282,20 @@ class Endpoint:
     def label(self) -> str:
         return describe_endpoint(self.spec) or self.role
 
+    @property
+    def remote(self) -> bool:
+        """Whether requests to it leave this machine (a gguf: file and loopback hosts do not)."""
+        return not self.spec.startswith("gguf:") and not is_loopback(self.label)
+
+    @property
+    def service(self) -> str:
+        """How the logs and the audit record name it among remote services."""
+        return remote_service(self.role, self.label)
+
+
+def remote_service(role: str, endpoint: str) -> str:
+    return f"writer-{role}:{endpoint}"
+
 
 def endpoints_for(policy: str, local: str | None, local_model: str | None, cloud: str | None,
                   cloud_model: str | None, cloud_api_key: str | None, local_api_key: str | None = None) -> list[Endpoint]:
@@ -344,8 +358,7 @@ class LLMWriter:
     @property
     def declared_remote(self) -> list[str]:
         """Remote endpoints the policy may send passages to (hosts only)."""
-        return [f"writer-{e.role}:{e.label}" for e in self.endpoints if not e.spec.startswith("gguf:")
-                and not _is_loopback_label(e.label)]
+        return [e.service for e in self.endpoints if e.remote]
 
     def close(self) -> None:
         for ep in self.endpoints:
@@ -387,7 +400,7 @@ class LLMWriter:
     def _attempt(self, ep: Endpoint, messages, passages: list[Candidate], on_event: EventSink | None,
                  support: SupportCheck | None = None) -> dict[str, Any]:
         t0 = time.perf_counter()
-        result: dict[str, Any] = {"role": ep.role, "endpoint": ep.label, "remote": _is_remote(ep)}
+        result: dict[str, Any] = {"role": ep.role, "endpoint": ep.label, "remote": ep.remote}
         with self._lock:
             wait = ep._open_until - time.monotonic()
         if wait > 0:
@@ -437,14 +450,6 @@ class LLMWriter:
         # Metadata only: the reason may quote the model's answer, so it stays out of the log.
         log.info("writer attempt", extra={k: v for k, v in result.items() if k not in ("text", "reason", "summary")})
         return result
-
-
-def _is_loopback_label(label: str) -> bool:
-    return is_loopback(label)
-
-
-def _is_remote(ep: Endpoint) -> bool:
-    return not ep.spec.startswith("gguf:") and not _is_loopback_label(ep.label)
 
 
 def _reasons(attempts: list[dict[str, Any]]) -> str | None:

@@ -121,9 +121,8 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
     """The metadata of one answered question, as a dict (what `log_ask` writes)."""
     judge = getattr(gate, "_judge", None) if gate is not None else None
     backend = getattr(judge, "name", None) or settings.judge
-    writer_obj = getattr(gate, "writer", None)
     written = getattr(result, "writer", None)
-    writer = getattr(written, "path", None) or getattr(writer_obj, "name", None) or "extractive"
+    writer = getattr(written, "path", "extractive")
     n_candidates = len(result.evidence) + len(result.conflicts) + len(result.excluded)
     judge_errors = sum(1 for x in result.excluded if x.reason == "judge_error")
 
@@ -131,8 +130,7 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
     if n_candidates:
         path.append(f"judge:{backend}" + ("(failed)" if result.degraded else ""))
     path.append("route")
-    path.append(f"answer:{writer}" if writer == "extractive" or getattr(written, "path", None) is None
-                else f"answer:llm-{writer}")
+    path.append("answer:" + (writer if writer == "extractive" else f"llm-{writer}"))
 
     declared = declared_remote(settings, backend)
     # A judge call is made only when there are candidates; a remote judge that failed for
@@ -148,14 +146,11 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
             observed.append(svc)
     # The writer's remote endpoints: those the passages were sent to (whether or not their answer
     # was used) are observed; those tried but never reached (connection refused) failed.
-    for svc in getattr(writer_obj, "declared_remote", None) or []:
-        declared.append(svc)
-        role = svc.split(":", 1)[0].removeprefix("writer-")
-        reached = written.reached(role) if hasattr(written, "reached") else None
-        if reached:
-            observed.append(svc)
-        elif reached is False:
-            failed.append(svc)
+    declared += getattr(getattr(gate, "writer", None), "declared_remote", None) or []
+    if written is not None:
+        reached, missed = written.remote_contact()
+        observed += reached
+        failed += missed
 
     timings = {k: v for k, v in result.timings_ms.items()}
     return {

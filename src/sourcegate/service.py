@@ -65,12 +65,17 @@ class WriterOut(BaseModel):
     # context, not part of the answer's shape.
     _attempts: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
-    def reached(self, role: str) -> bool | None:
-        """Whether the passages reached the endpoint of this role: None when it was not tried."""
-        tried = [a for a in self._attempts if a.get("role") == role]
-        if not tried:
-            return None
-        return any(a["outcome"] not in NOT_REACHED for a in tried)
+    def remote_contact(self) -> tuple[list[str], list[str]]:
+        """The remote endpoints tried: those the passages reached (whether or not their answer was
+        used), and those never reached."""
+        from .llm_writer import remote_service
+
+        reached: list[str] = []
+        missed: list[str] = []
+        for a in self._attempts:
+            if a.get("remote"):
+                (missed if a["outcome"] in NOT_REACHED else reached).append(remote_service(a["role"], a["endpoint"]))
+        return reached, missed
 
 
 class AskResult(BaseModel):
@@ -180,10 +185,12 @@ class SourceGate:
         excluded = [ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
                                 scores=j.scores.rounded() if j.scores else None)
                     for c, j, r, reason in final if r is Route.EXCLUDED]
+        evidence = [out(c, j) for c, j in ev]
+        conflicts = [out(c, j) for c, j in cf]
         if on_event is not None:
             on_event("gate", {"status": status.value, "guidance": guidance(status, degraded), "degraded": degraded,
-                              "evidence": [out(c, j).model_dump() for c, j in ev],
-                              "conflicts": [out(c, j).model_dump() for c, j in cf],
+                              "evidence": [p.model_dump() for p in evidence],
+                              "conflicts": [p.model_dump() for p in conflicts],
                               "excluded": [x.model_dump() for x in excluded], "model": judgement.model})
         written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf], search_text=judged_query,
                                     on_event=on_event)
@@ -200,8 +207,8 @@ class SourceGate:
             status=status.value,
             guidance=guidance(status, degraded),
             answer=written.text,
-            evidence=[out(c, j) for c, j in ev],
-            conflicts=[out(c, j) for c, j in cf],
+            evidence=evidence,
+            conflicts=conflicts,
             excluded=excluded,
             audit_id=audit_id,
             model=judgement.model,
@@ -262,8 +269,7 @@ class SourceGate:
                 **({"policy": getattr(self.writer, "policy")} if hasattr(self.writer, "policy") else {}),
                 # Remote endpoints the policy allowed, and the one the passages were actually sent to.
                 "remote_declared": written.declared_remote,
-                "remote_observed": [f"writer-{a['role']}:{a['endpoint']}" for a in written.attempts
-                                    if a.get("remote") and a["outcome"] not in NOT_REACHED],
+                "remote_observed": result.writer.remote_contact()[0],
                 "attempts": written.attempts,
             },
             "timings_ms": result.timings_ms,
