@@ -138,6 +138,46 @@ class Reader:
         return out
 
 
+    def nli(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """NLI probabilities (entailment, neutral, contradiction), one row per (premise, hypothesis) pair.
+
+        The hypothesis takes the question's slot and the premise the passage's, as in training; a long
+        premise is read in windows and the window most in favour of entailment is kept, with the
+        strongest contradiction of any window."""
+        out = np.zeros((len(pairs), 3), dtype=np.float64)
+        rows, owner = [], []
+        for k, (premise, hypothesis) in enumerate(pairs):
+            h_ids = self.tok.encode(hypothesis or "", add_special_tokens=False).ids
+            for w in self._windows(h_ids, premise or ""):
+                rows.append(w)
+                owner.append(k)
+        if not rows:
+            return out
+        L = -(-max(len(r[0]) for r in rows) // PAD_MULTIPLE) * PAD_MULTIPLE
+        ids = np.zeros((len(rows), L), dtype=np.int64)
+        tt = np.zeros((len(rows), L), dtype=np.int64)
+        am = np.zeros((len(rows), L), dtype=np.int64)
+        for i, (a, b, _) in enumerate(rows):
+            ids[i, : len(a)] = a
+            tt[i, : len(b)] = b
+            am[i, : len(a)] = 1
+        with self._lock:
+            nli = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})[3]
+        probs = _softmax(nli)
+        seen: dict[int, np.ndarray] = {}
+        for i, k in enumerate(owner):
+            p = probs[i]
+            if k not in seen:
+                seen[k] = p.copy()
+            else:
+                best = seen[k] if seen[k][0] >= p[0] else p.copy()
+                best[2] = max(seen[k][2], p[2])
+                seen[k] = best
+        for k, p in seen.items():
+            out[k] = p
+        return out
+
+
 _lock = threading.Lock()
 _cache: dict[str, Reader | None] = {}
 
