@@ -1,4 +1,11 @@
-"""Append-only audit log: one canonical-JSON line per answer, with a hash that detects edits.
+"""Append-only audit log: one canonical-JSON line per answer, chained by hash.
+
+Each record carries `seq` (its place in the log), `prev_hash` (the SHA-256 of the exact bytes of
+the line before it, `genesis` for the first line) and `record_hash` (SHA-256 of the record's
+canonical JSON without `record_hash`, or HMAC-SHA256 under `AUDIT_HMAC_KEY`). An edit, a deleted,
+reordered, duplicated or inserted line, or a damaged byte breaks the chain at the first line
+concerned; `verify_chain` (the `sourcegate audit verify` command) names it. What the chain cannot
+show (a truncated tail, a rewrite by whoever holds the key) is in docs/serving.md.
 
 Records hold user questions. Set AUDIT_REDACT_QUERY=true to store a hash of the question instead
 of its text, or AUDIT_ENABLED=false to turn the log off.
@@ -8,9 +15,12 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
 import os
+import sqlite3
 import threading
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -20,25 +30,54 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore
 
 HASH_FIELD = "record_hash"
+PREV_FIELD = "prev_hash"
+SEQ_FIELD = "seq"
+GENESIS = "genesis"  # the prev_hash of a log's first line
+SHA_PREFIX = "sha256:"
+HMAC_PREFIX = "hmac-sha256:"
+# Reading the last line back: records are a few kB; a line is read backwards in steps this big.
+_TAIL_STEP = 64 * 1024
 
 
 def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def record_hash(record: dict) -> str:
-    body = {k: v for k, v in record.items() if k != HASH_FIELD}
-    return "sha256:" + hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+def record_hash(record: dict, key: bytes | None = None) -> str:
+    """SHA-256 of the record's canonical JSON (without `record_hash`), or its HMAC under `key`."""
+    body = canonical_json({k: v for k, v in record.items() if k != HASH_FIELD}).encode("utf-8")
+    if key:
+        return HMAC_PREFIX + hmac.new(key, body, hashlib.sha256).hexdigest()
+    return SHA_PREFIX + hashlib.sha256(body).hexdigest()
 
 
-def seal(record: dict) -> dict:
+def line_hash(line: bytes) -> str:
+    """The link to a line: SHA-256 of its exact bytes (without the newline)."""
+    return SHA_PREFIX + hashlib.sha256(line).hexdigest()
+
+
+def seal(record: dict, key: bytes | None = None) -> dict:
     record = {k: v for k, v in record.items() if k != HASH_FIELD}
-    record[HASH_FIELD] = record_hash(record)
+    record[HASH_FIELD] = record_hash(record, key)
     return record
 
 
-def verify(record: dict) -> bool:
-    return record.get(HASH_FIELD) == record_hash(record)
+def hash_problem(record: dict, key: bytes | None = None) -> str | None:
+    """Why the record's own hash does not check out, or None when it does."""
+    stored = record.get(HASH_FIELD)
+    if not isinstance(stored, str):
+        return f"no {HASH_FIELD}: not a sealed audit record"
+    if stored.startswith(HMAC_PREFIX):
+        if not key:
+            return f"{HASH_FIELD} is keyed (HMAC): set AUDIT_HMAC_KEY to verify it"
+        ok = hmac.compare_digest(stored, record_hash(record, key))
+    else:
+        ok = stored == record_hash(record)
+    return None if ok else f"{HASH_FIELD} does not match: the record was edited"
+
+
+def verify(record: dict, key: bytes | None = None) -> bool:
+    return hash_problem(record, key) is None
 
 
 class AuditWriteError(OSError):
@@ -61,17 +100,59 @@ class AuditWriteError(OSError):
         return self.message
 
 
+class AuditRecordDamaged(Exception):
+    """The record exists but its line cannot be read back (a damaged byte, broken JSON)."""
+
+
 def redact_query(query: str) -> dict:
-    return {"redacted": True, "sha256": hashlib.sha256(query.encode("utf-8")).hexdigest()}
+    return {"redacted": True, "sha256": hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()}
+
+
+def _last_line(fd: int, size: int) -> bytes | None:
+    """The last complete line of the file open at `fd` (without its newline), or None if empty."""
+    if size == 0:
+        return None
+    end = size
+    if os.pread(fd, 1, end - 1) == b"\n":
+        end -= 1
+    chunks: list[bytes] = []
+    pos = end
+    while pos > 0:
+        start = max(0, pos - _TAIL_STEP)
+        chunk = os.pread(fd, pos - start, start)
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            chunks.append(chunk[cut + 1:])
+            break
+        chunks.append(chunk)
+        pos = start
+    return b"".join(reversed(chunks))
+
+
+def _chain_fields(last: bytes | None) -> dict:
+    """`seq` and `prev_hash` of the record that follows the line `last`."""
+    if last is None:
+        return {SEQ_FIELD: 1, PREV_FIELD: GENESIS}
+    seq = 1
+    try:
+        prev = json.loads(last.decode("utf-8"))
+        if isinstance(prev, dict) and isinstance(prev.get(SEQ_FIELD), int):
+            seq = prev[SEQ_FIELD] + 1
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        pass  # a damaged last line: the chain still links to its bytes, and verify names it
+    return {SEQ_FIELD: seq, PREV_FIELD: line_hash(last)}
 
 
 class AuditLog:
     """Appends whole lines: a process-wide lock for threads and an advisory file lock for
-    processes sharing the file, with one write() of the whole line under O_APPEND."""
+    processes sharing the file, with one write() of the whole line under O_APPEND. The last line
+    is read under the same lock, so the chain stays linear whoever writes."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, key: bytes | None = None):
         self.path = Path(path)
+        self.key = key or None
         self._lock = threading.Lock()
+        self.index = AuditIndex(self.path)
 
     def check_writable(self) -> None:
         """Raise AuditWriteError unless the log can be opened for appending (created if missing)."""
@@ -82,22 +163,27 @@ class AuditLog:
             raise AuditWriteError(self.path, e) from None
 
     def append(self, record: dict) -> dict:
-        """Append one sealed record; AuditWriteError if it cannot be written whole."""
+        """Append one sealed, chained record; AuditWriteError if it cannot be written whole."""
         try:
             return self._append(record)
         except OSError as e:
             raise AuditWriteError(self.path, e) from None
 
     def _append(self, record: dict) -> dict:
-        sealed = seal(record)
-        line = (canonical_json(sealed) + "\n").encode("utf-8")
+        body = {k: v for k, v in record.items() if k not in (HASH_FIELD, PREV_FIELD, SEQ_FIELD)}
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self._lock:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 if fcntl is not None:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 start = os.fstat(fd).st_size
+                sealed = seal({**body, **_chain_fields(_last_line(fd, start))}, self.key)
+                line = (canonical_json(sealed) + "\n").encode("utf-8")
+                if start and os.pread(fd, 1, start - 1) != b"\n":
+                    # A torn line (a process killed mid-write): it stays a line of its own, which
+                    # verify reports, and this record still starts on a fresh line.
+                    line = b"\n" + line
                 view = memoryview(line)
                 try:
                     while view:
@@ -119,27 +205,305 @@ class AuditLog:
         return sealed
 
     def find(self, audit_id: str) -> dict | None:
-        for _, rec, _ in read_records(self.path):
-            if rec is not None and rec.get("audit_id") == audit_id:
+        """The record with this id, through the index (AuditRecordDamaged if its line cannot be
+        read back)."""
+        return self.index.find(audit_id)
+
+
+def _parse_line(raw: bytes) -> tuple[dict | None, str | None]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, f"invalid UTF-8 (byte {e.start} of the line)"
+    try:
+        rec = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, f"invalid JSON ({e.msg})"
+    except (ValueError, RecursionError) as e:
+        return None, f"invalid JSON ({type(e).__name__})"
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    return rec, None
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, int, bytes]]:
+    """(line number, byte offset, raw bytes without the newline) of every line, blank ones too."""
+    p = Path(path)
+    if not p.exists():
+        return
+    offset = 0
+    with open(p, "rb") as f:
+        for n, raw in enumerate(f, start=1):
+            start = offset
+            offset += len(raw)
+            yield n, start, raw[:-1] if raw.endswith(b"\n") else raw
+
+
+def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]]:
+    """Yield (line number, record or None, error or None) for each non-empty line; a damaged
+    byte is an error on its line, not an exception."""
+    for n, _, raw in iter_lines(path):
+        if not raw.strip():
+            continue
+        rec, err = _parse_line(raw)
+        yield n, rec, err
+
+
+# -- verification ----------------------------------------------------------------------------
+
+
+@dataclass
+class ChainBreak:
+    line: int
+    audit_id: str | None
+    reason: str
+
+
+@dataclass
+class ChainReport:
+    path: str
+    records: int = 0
+    keyed: int = 0
+    # Lines before the first chained record: written before the log was chained.
+    unchained_prefix: int = 0
+    chain_start_line: int | None = None
+    last_seq: int | None = None
+    last_hash: str | None = None  # record_hash of the last line: keep it elsewhere as an anchor
+    breaks: list[ChainBreak] = field(default_factory=list)
+    anchor: str | None = None
+    anchor_found: bool | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.breaks and self.anchor_found is not False
+
+    @property
+    def first_break(self) -> ChainBreak | None:
+        return self.breaks[0] if self.breaks else None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        return data
+
+
+def verify_chain(path: str | Path, key: bytes | None = None, anchor: str | None = None) -> ChainReport:
+    """Check every line of the log: its own hash, its link to the line before, its place in the
+    sequence. Each problem is reported once, at the first line it shows on; checking goes on from
+    the line after, so one damaged line does not hide the rest. `anchor` is a `record_hash` kept
+    elsewhere: a log that no longer holds it was truncated or rewritten."""
+    report = ChainReport(path=str(path), anchor=anchor)
+    prev_raw: bytes | None = None
+    prev_seq: int | None = None
+    seen_keyed = False
+    ids: dict[str, int] = {}
+    anchor_seen = False
+    for n, _, raw in iter_lines(path):
+        report.records += 1
+        rec, err = _parse_line(raw) if raw.strip() else (None, "an empty line")
+        expected_prev = GENESIS if prev_raw is None else line_hash(prev_raw)
+        prev_line_raw, prev_raw = prev_raw, raw
+        if rec is None:
+            report.breaks.append(ChainBreak(n, None, f"{err}: the line was damaged or written by something else"))
+            prev_seq = None
+            continue
+        audit_id = rec.get("audit_id") if isinstance(rec.get("audit_id"), str) else None
+
+        def broken(reason: str) -> None:
+            report.breaks.append(ChainBreak(n, audit_id, reason))
+
+        problem = hash_problem(rec, key)
+        stored = rec.get(HASH_FIELD)
+        if isinstance(stored, str) and stored.startswith(HMAC_PREFIX):
+            report.keyed += 1
+            seen_keyed = True
+        elif seen_keyed and key:
+            problem = problem or "an unkeyed record after keyed ones: written without the key (inserted?)"
+        if anchor and stored == anchor:
+            anchor_seen = True
+        if PREV_FIELD not in rec:
+            if report.chain_start_line is None:
+                report.unchained_prefix += 1
+                if problem:
+                    broken(problem)
+            else:
+                broken(f"no {PREV_FIELD} inside the chain (it starts at line {report.chain_start_line}): "
+                       "a record inserted, or written by a version without the chain")
+            prev_seq = None
+            continue
+        if report.chain_start_line is None:
+            report.chain_start_line = n
+        seq = rec.get(SEQ_FIELD)
+        if problem:
+            broken(problem)
+        elif rec[PREV_FIELD] != expected_prev:
+            if rec[PREV_FIELD] == GENESIS:
+                broken("claims to be the first record of the log, but follows line "
+                       f"{n - 1 if prev_line_raw is not None else '?'}: a record inserted, or logs joined")
+            elif prev_line_raw is None:
+                broken(f"the first line, but it links to a record before it: the head of the log was removed")
+            elif isinstance(seq, int) and isinstance(prev_seq, int) and seq > prev_seq + 1:
+                broken(f"does not follow the line before (seq {seq} after {prev_seq}): "
+                       f"{seq - prev_seq - 1} record(s) removed before it")
+            else:
+                broken("its prev_hash does not match the line before: that line was edited, or records were "
+                       "removed, reordered, duplicated or inserted here")
+        elif isinstance(seq, int) and isinstance(prev_seq, int) and seq != prev_seq + 1:
+            broken(f"seq {seq} after {prev_seq}: out of sequence")
+        if audit_id is not None:
+            if audit_id in ids and not problem:
+                broken(f"audit_id already used at line {ids[audit_id]}: a duplicated record")
+            ids.setdefault(audit_id, n)
+        prev_seq = seq if isinstance(seq, int) else None
+        report.last_seq = prev_seq
+        report.last_hash = stored if isinstance(stored, str) else None
+    if anchor:
+        report.anchor_found = anchor_seen
+    return report
+
+
+def format_chain_report(report: ChainReport, key_set: bool) -> str:
+    lines = []
+    if report.records == 0:
+        return f"{report.path}: empty audit log (no record to verify)"
+    if report.unchained_prefix:
+        where = (f"the chain starts at line {report.chain_start_line}" if report.chain_start_line
+                 else "no line carries the chain")
+        lines.append(f"lines 1-{report.unchained_prefix} were written before the log was chained (no {PREV_FIELD}): "
+                     f"each record's own hash is checked, but not their order or completeness; {where}")
+    if report.breaks:
+        b = report.breaks[0]
+        lines.append(f"BROKEN at line {b.line} ({b.audit_id or 'no audit id'}): {b.reason}")
+        for b in report.breaks[1:6]:
+            lines.append(f"  also line {b.line} ({b.audit_id or '-'}): {b.reason}")
+        if len(report.breaks) > 6:
+            lines.append(f"  and {len(report.breaks) - 6} more")
+    else:
+        lines.append(f"intact: {report.records} records"
+                     + (f", {report.keyed} keyed (HMAC)" if report.keyed else ", unkeyed (plain SHA-256)"))
+    if report.anchor is not None:
+        lines.append("anchor found in the log" if report.anchor_found else
+                     f"the anchor {report.anchor} is not in the log: it was truncated or rewritten")
+    if report.last_hash:
+        lines.append(f"last record: seq {report.last_seq}, record_hash {report.last_hash} "
+                     "(keep it elsewhere; `audit verify --anchor` then detects a truncated log)")
+    if report.records and not report.keyed and not key_set:
+        lines.append("note: without AUDIT_HMAC_KEY anyone who can write the file can recompute the whole chain")
+    return "\n".join(lines)
+
+
+# -- the index -------------------------------------------------------------------------------
+
+
+class AuditIndex:
+    """audit_id -> byte offset of its line, in a SQLite file next to the log (`<log>.index`).
+
+    The log stays the only record: the index is brought up to date from the offset it reached
+    before each lookup (other processes append too), and rebuilt when the log was replaced or cut
+    (its first line or its inode changed, or it shrank). If the index cannot be written, lookups
+    scan the log."""
+
+    def __init__(self, log_path: Path):
+        self.log_path = log_path
+        self.path = log_path.with_name(log_path.name + ".index")
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
+        con.execute("CREATE TABLE IF NOT EXISTS ids (audit_id TEXT PRIMARY KEY, offset INTEGER NOT NULL, "
+                    "length INTEGER NOT NULL)")
+        return con
+
+    def _identity(self, f) -> tuple[str, int]:
+        st = os.fstat(f.fileno())
+        first = f.readline(4096)
+        f.seek(0)
+        return f"{st.st_dev}:{st.st_ino}:{hashlib.sha256(first).hexdigest()}", st.st_size
+
+    def refresh(self, con: sqlite3.Connection, f) -> None:
+        """Index the lines appended since the last refresh (or all of them, for a new log)."""
+        identity, size = self._identity(f)
+        meta = dict(con.execute("SELECT k, v FROM meta").fetchall())
+        if meta.get("identity") == identity and int(meta.get("offset", 0)) == size:
+            return
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            meta = dict(con.execute("SELECT k, v FROM meta").fetchall())
+            done = int(meta.get("offset", 0))
+            if meta.get("identity") != identity or done > size:
+                con.execute("DELETE FROM ids")
+                done = 0
+            if done < size:
+                f.seek(done)
+                offset = done
+                rows = []
+                for raw in f:
+                    if not raw.endswith(b"\n"):  # a line being written: index it next time
+                        break
+                    audit_id = _audit_id_of(raw)
+                    if audit_id is not None:
+                        rows.append((audit_id, offset, len(raw)))
+                    offset += len(raw)
+                    if len(rows) >= 5000:
+                        con.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?, ?)", rows)
+                        rows.clear()
+                con.executemany("INSERT OR IGNORE INTO ids VALUES (?, ?, ?)", rows)
+                done = offset
+            con.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                            [("identity", identity), ("offset", str(done))])
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+
+    def find(self, audit_id: str) -> dict | None:
+        if not self.log_path.exists():
+            return None
+        try:
+            con = self._connect()
+        except sqlite3.Error:
+            return self._scan(audit_id)
+        try:
+            with open(self.log_path, "rb") as f:
+                try:
+                    self.refresh(con, f)
+                except sqlite3.Error:
+                    return self._scan(audit_id)
+                row = con.execute("SELECT offset, length FROM ids WHERE audit_id = ?", (audit_id,)).fetchone()
+                if row is None:
+                    return None
+                f.seek(row[0])
+                raw = f.read(row[1])
+        finally:
+            con.close()
+        rec, err = _parse_line(raw[:-1] if raw.endswith(b"\n") else raw)
+        if rec is None:
+            raise AuditRecordDamaged(f"the line of audit record {audit_id} cannot be read: {err}; "
+                                     "run `sourcegate audit verify` on the log")
+        if rec.get("audit_id") != audit_id:  # the log changed under the index: start again
+            with self._lock:
+                self.path.unlink(missing_ok=True)
+            return self._scan(audit_id)
+        return rec
+
+    def _scan(self, audit_id: str) -> dict | None:
+        for _, _, raw in iter_lines(self.log_path):
+            if _audit_id_of(raw) == audit_id:
+                rec, err = _parse_line(raw)
+                if rec is None:
+                    raise AuditRecordDamaged(f"the line of audit record {audit_id} cannot be read: {err}")
                 return rec
         return None
 
 
-def read_records(path: str | Path) -> Iterator[tuple[int, dict | None, str | None]]:
-    """Yield (line number, record or None, error or None) for each non-empty line."""
-    p = Path(path)
-    if not p.exists():
-        return
-    with open(p, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield n, None, f"invalid JSON ({e.msg})"
-                continue
-            if not isinstance(rec, dict):
-                yield n, None, "not a JSON object"
-                continue
-            yield n, rec, None
+def _audit_id_of(raw: bytes) -> str | None:
+    """The audit_id of a line, read even from a line with a damaged byte elsewhere."""
+    try:
+        rec = json.loads(raw.decode("utf-8", errors="replace"))
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(rec, dict) and isinstance(rec.get("audit_id"), str):
+        return rec["audit_id"]
+    return None

@@ -252,6 +252,9 @@ def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> No
     from .logs import log_ask
 
     settings = _settings(ctx)
+    bad = _undecodable(query)
+    if bad is not None:
+        raise click.ClickException(bad)
     if writer is not None:
         settings = settings.model_copy(update={"writer": writer})
     try:
@@ -269,6 +272,17 @@ def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> No
         click.echo(r.model_dump_json(indent=2))
     else:
         click.echo(format_result(r))
+
+
+def _undecodable(text: str) -> str | None:
+    """Why an argument is not text, or None. Python hands bytes of the command line that are not
+    valid in the locale's encoding over as lone surrogates (U+DC80..U+DCFF)."""
+    for i, ch in enumerate(text):
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            shown = f"byte 0x{ord(ch) - 0xDC00:02x}" if 0xDC80 <= ord(ch) <= 0xDCFF else f"U+{ord(ch):04X}"
+            return (f"the question is not valid text: {shown} at character {i + 1} is not UTF-8; "
+                    "type it again in a UTF-8 terminal (LANG=C.UTF-8)")
+    return None
 
 
 def ensure_demo_corpus(settings: Settings) -> None:
@@ -450,6 +464,37 @@ def _check_writer(settings: Settings) -> None:
         make_writer(settings)  # builds the endpoint list only: no model is loaded, nothing is called
     except ValueError as e:
         raise click.ClickException(str(e)) from None
+
+
+@cli.group("audit")
+def audit_group() -> None:
+    """Check the audit log."""
+
+
+@audit_group.command("verify")
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--anchor", metavar="RECORD_HASH",
+              help="A record_hash kept elsewhere (printed by an earlier verify): fail if the log no longer holds it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def audit_verify(ctx: click.Context, path: Path | None, anchor: str | None, as_json: bool) -> None:
+    """Verify the audit log's hash chain (default: the configured log; AUDIT_HMAC_KEY for keyed logs).
+
+    Names the first broken record: an edit, a removed, reordered, duplicated or inserted line, or a
+    damaged byte. Exits 0 if intact, 2 if not."""
+    from .audit import format_chain_report, verify_chain
+
+    settings = _settings(ctx)
+    path = path or settings.audit_path
+    if not path.exists():
+        raise click.ClickException(f"no audit log at {path}: pass its path, or set AUDIT_LOG_PATH / SOURCEGATE_HOME")
+    report = verify_chain(path, settings.audit_key, anchor)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+    else:
+        click.echo(format_chain_report(report, settings.audit_key is not None))
+    if not report.ok:
+        ctx.exit(2)
 
 
 def _register_commands() -> None:

@@ -2,7 +2,8 @@
 
 Routing is pure code over stored scores (`gate.apply_gate`), so a replay calls no judge, needs
 no key and runs offline. Records whose hash does not verify are reported, not replayed: their
-scores cannot be trusted.
+scores cannot be trusted. The command first checks the log's hash chain and refuses a broken one
+(a record removed, reordered or inserted changes what a replay says) unless `--ignore-chain`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import click
 
-from .audit import HASH_FIELD, read_records, verify
+from .audit import format_chain_report, hash_problem, read_records, verify_chain
 from .gate import GateThresholds, apply_gate
 from .models import QUESTIONS, PassageScores
 
@@ -105,9 +106,9 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple
 Records = Iterable[tuple[int, dict | None, str | None]] | Iterable[dict]
 
 
-def replay(records: Records, thresholds: GateThresholds) -> ReplayReport:
+def replay(records: Records, thresholds: GateThresholds, key: bytes | None = None) -> ReplayReport:
     """Replay records — `(line, record, error)` triples from `audit.read_records`, or plain
-    dicts — under `thresholds`; verify each record's hash first."""
+    dicts — under `thresholds`; verify each record's hash first (HMAC ones with `key`)."""
     report = ReplayReport(thresholds=thresholds.as_dict())
     for n, item in enumerate(records, start=1):
         line, rec, err = item if isinstance(item, tuple) else (n, item, None)
@@ -116,11 +117,9 @@ def replay(records: Records, thresholds: GateThresholds) -> ReplayReport:
             report.invalid.append(InvalidRecord(line, None, err or "unreadable line"))
             continue
         audit_id = rec.get("audit_id")
-        if HASH_FIELD not in rec:
-            report.invalid.append(InvalidRecord(line, audit_id, f"no {HASH_FIELD}: not a sealed audit record"))
-            continue
-        if not verify(rec):
-            report.invalid.append(InvalidRecord(line, audit_id, f"{HASH_FIELD} does not match: the record was edited"))
+        problem = hash_problem(rec, key)
+        if problem is not None:
+            report.invalid.append(InvalidRecord(line, audit_id, problem))
             continue
         try:
             changes, answer = replay_record(rec, thresholds, line)
@@ -167,13 +166,16 @@ def format_report(report: ReplayReport, path: str) -> str:
 @click.option("--relevant-min", type=float, help="Exclude below this relevance [env GATE_RELEVANT_MIN].")
 @click.option("--evidence-min", type=float, help="Evidence above this score [env GATE_EVIDENCE_MIN].")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--ignore-chain", is_flag=True,
+              help="Replay even if the hash chain is broken (each record's own hash is still checked).")
 @click.pass_context
-def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, **flags: float | None) -> None:
+def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain: bool, **flags: float | None) -> None:
     """Replay an audit log (JSONL) under new thresholds, without calling the judge.
 
     Thresholds come from the environment (GATE_EVIDENCE_MIN=0.6 ...) or the flags (flags win).
     Lists the passages and answers whose decision would change and the records whose hash does
-    not verify; exits 2 if any record fails verification."""
+    not verify; exits 2 if any record fails verification. A log whose hash chain is broken (a
+    record edited, removed, reordered or inserted) is refused, exit 2, unless --ignore-chain."""
     settings = (ctx.obj or {}).get("settings") if ctx.obj else None
     if settings is None:
         from .settings import Settings
@@ -186,7 +188,15 @@ def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, **flags: flo
             raise click.BadParameter(f"{v} is not a probability: use a value between 0 and 1",
                                      param_hint=f"--{k.replace('_', '-')}")
     thresholds = replace(thresholds, **given)
-    report = replay(read_records(audit_file), thresholds)
+    key = settings.audit_key
+    chain = verify_chain(audit_file, key)
+    if not chain.ok and not ignore_chain:
+        click.echo(format_chain_report(chain, key is not None), err=True)
+        click.echo(f"refusing to replay {audit_file}: its hash chain is broken (see above); run "
+                   "`sourcegate audit verify` for the details, or pass --ignore-chain to replay the records "
+                   "whose own hash verifies", err=True)
+        ctx.exit(2)
+    report = replay(read_records(audit_file), thresholds, key)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:

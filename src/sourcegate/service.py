@@ -106,7 +106,7 @@ class SourceGate:
             writer = make_writer(settings, embedder=self.embedder)
         self.writer = writer
         if audit is True:
-            self.audit = AuditLog(settings.audit_path) if settings.audit_enabled else None
+            self.audit = AuditLog(settings.audit_path, settings.audit_key) if settings.audit_enabled else None
         else:
             self.audit = audit or None
         self.retrieval = RetrievalSettings.from_settings(settings)
@@ -124,6 +124,11 @@ class SourceGate:
         if not isinstance(query, str) or not query.strip():
             raise QueryError("the query is empty: ask a question")
         query = query.strip()
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise QueryError(f"the query is not valid Unicode text (character {e.start + 1} is a lone surrogate "
+                             "or a byte that is not UTF-8): send it as UTF-8 text") from None
         if len(query) > self.settings.max_query_chars:
             raise QueryError(
                 f"the query is {len(query)} characters long, over the {self.settings.max_query_chars} limit "

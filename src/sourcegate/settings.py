@@ -112,6 +112,9 @@ class Settings(BaseSettings):
     audit_enabled: bool = Field(True, validation_alias=_env("AUDIT_ENABLED"))
     audit_log_path: Path | None = Field(None, validation_alias=_env("AUDIT_LOG_PATH"))
     audit_redact_query: bool = Field(False, validation_alias=_env("AUDIT_REDACT_QUERY"))
+    # Keys the audit log's hash chain (HMAC-SHA256): without the key, nobody can rewrite a record
+    # and make the chain verify again. (Named *_secret so repr() hides it.)
+    audit_hmac_secret: str | None = Field(None, validation_alias=_env("AUDIT_HMAC_KEY"))
 
     # Logs: JSON lines at this level (debug, info, warning); unset, one-shot commands print for
     # people and only servers log JSON.
@@ -183,6 +186,10 @@ class Settings(BaseSettings):
     @property
     def audit_path(self) -> Path:
         return self.audit_log_path or (self.home / "audit.jsonl")
+
+    @property
+    def audit_key(self) -> bytes | None:
+        return self.audit_hmac_secret.encode("utf-8") if self.audit_hmac_secret else None
 
     def thresholds(self):
         from .gate import GateThresholds

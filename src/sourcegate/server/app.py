@@ -37,7 +37,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..audit import AuditLog, AuditWriteError, verify
+from ..audit import AuditLog, AuditRecordDamaged, AuditWriteError, verify
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
 from ..settings import Settings
@@ -93,6 +93,25 @@ def _key_matches(headers: dict[str, str], key: str) -> bool:
     return hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8"))
 
 
+# Metric labels come from fixed sets: a client inventing HTTP methods must not create series.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+
+
+def _method_label(method: str) -> str:
+    return method if method in _METHODS else "other"
+
+
+def _host_allowed(security: TransportSecuritySettings, host: str) -> bool:
+    return host in security.allowed_hosts or any(
+        a.endswith(":*") and host.startswith(a[:-1]) and host[len(a) - 1:].isdigit() for a in security.allowed_hosts)
+
+
+def _origin_allowed(security: TransportSecuritySettings, origin: str) -> bool:
+    return origin in security.allowed_origins or any(
+        a.endswith(":*") and origin.startswith(a[:-1]) and origin[len(a) - 1:].isdigit()
+        for a in security.allowed_origins)
+
+
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
@@ -111,6 +130,23 @@ class GuardMiddleware:
         self.app = app
         self.settings = settings
         self.metrics = metrics
+        self.security = transport_security(settings)
+
+    def rebinding_refusal(self, path: str, headers: dict[str, str]) -> Response | None:
+        """Without a key, a page on another site that rebinds its name to this server's address
+        could read answers and audit records: the REST routes check Host and Origin as /mcp does
+        (localhost, plus MCP_ALLOWED_HOSTS)."""
+        if self.settings.mcp_api_key or not self.security.enable_dns_rebinding_protection:
+            return None
+        if not path.startswith("/v1/"):
+            return None
+        if not _host_allowed(self.security, headers.get("host", "")):
+            return _json_error(421, "this server does not answer for that Host: add the name to MCP_ALLOWED_HOSTS, "
+                                    "or set MCP_API_KEY")
+        origin = headers.get("origin")
+        if origin and not _origin_allowed(self.security, origin):
+            return _json_error(403, "requests from that Origin are refused: add its host to MCP_ALLOWED_HOSTS")
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -135,6 +171,12 @@ class GuardMiddleware:
             if path == "/metrics" and metrics_key and not _key_matches(headers, metrics_key):
                 await _json_error(401, "/metrics needs the key (METRICS_API_KEY, else MCP_API_KEY) in the x-api-key "
                                        "header or as Authorization: Bearer")(scope, receive, send_wrapped)
+                return
+            refused = self.rebinding_refusal(path, headers)
+            if refused is not None:
+                self.metrics.observe_rejected(interface, "host")
+                log_rejected(interface, "host", rid)
+                await refused(scope, receive, send_wrapped)
                 return
             key = self.settings.mcp_api_key
             if key and path.startswith(PROTECTED_PREFIXES):
@@ -178,7 +220,7 @@ class GuardMiddleware:
 
             await self.app(scope, replay, send_wrapped)
         finally:
-            self.metrics.observe_http(_route_label(path), scope.get("method", ""), code["status"])
+            self.metrics.observe_http(_route_label(path), _method_label(scope.get("method", "")), code["status"])
             current_request_id.reset(token)
 
 
@@ -310,7 +352,7 @@ class _GateHolder:
     def audit(self) -> AuditLog | None:
         if self.gate is not None:
             return self.gate.audit
-        return AuditLog(self.settings.audit_path) if self.settings.audit_enabled else None
+        return AuditLog(self.settings.audit_path, self.settings.audit_key) if self.settings.audit_enabled else None
 
 
 def _web_page() -> str:
@@ -319,6 +361,25 @@ def _web_page() -> str:
 
 AUDIT_UNWRITABLE = ("no answer is given while the audit log cannot be written (auditing is on); "
                     "the operator must fix it (see the server log)")
+
+
+ASK_BODY_HINT = 'send {"query": "your question"}'
+
+
+def parse_question(body: bytes) -> tuple[str, int]:
+    """The query of an /v1/ask body and 0, or the reason it is refused and the status (400 for a
+    body that is not JSON, 422 for JSON that is not a question)."""
+    try:
+        payload = json.loads(body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return f"the body is not valid JSON (UTF-8): {ASK_BODY_HINT}", 400
+    except RecursionError:
+        return f"the body is nested too deeply: {ASK_BODY_HINT}", 400
+    except ValueError as e:  # an integer with more digits than Python converts
+        return f"the body holds a number that cannot be read ({str(e)[:80]}): {ASK_BODY_HINT}", 400
+    if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
+        return f'expected a JSON object with a string query: {ASK_BODY_HINT}', 422
+    return payload["query"], 0
 
 
 def _hash_source(text: str) -> str:
@@ -409,14 +470,15 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
             holder.gate = None
 
     async def read_question(request: Request) -> tuple[str, str] | Response:
-        """(query, interface) from a request to /v1/ask or /v1/ask/stream, or the error response."""
-        try:
-            payload = json.loads(await request.body() or b"null")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _json_error(400, 'the body is not valid JSON: send {"query": "your question"}')
-        if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-            return _json_error(422, 'expected a JSON object {"query": "your question"} with a string query')
-        return payload["query"], "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
+        """(query, interface) from a request to /v1/ask or /v1/ask/stream, or the error response
+        (400 or 422, counted and logged as rejected: no body makes a 500)."""
+        interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
+        problem, status = parse_question(await request.body())
+        if status:
+            metrics.observe_rejected(interface, "bad_body")
+            log_rejected(interface, "bad_body", current_request_id.get() or new_request_id())
+            return _json_error(status, problem)
+        return problem, interface
 
     def refusal(e: Exception) -> Response:
         """The response to an exception raised before any answer was given; any other than a
@@ -488,10 +550,19 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
         audit = holder.audit()
         if audit is None:
             return _json_error(404, "the audit log is off (AUDIT_ENABLED=false): no record is kept")
-        record = await anyio.to_thread.run_sync(audit.find, audit_id)
+        try:
+            # A lookup reads the log: it takes an answering slot like a question, so lookups
+            # cannot starve the questions.
+            async with admission.slot():
+                record = await anyio.to_thread.run_sync(audit.find, audit_id)
+        except Overloaded as e:
+            return refusal(e)
+        except AuditRecordDamaged as e:
+            return _json_error(409, str(e))
         if record is None:
             return _json_error(404, f"no audit record {audit_id} in this server's audit log")
-        return JSONResponse(record, headers={"x-audit-verified": "true" if verify(record) else "false"})
+        verified = verify(record, settings.audit_key)
+        return JSONResponse(record, headers={"x-audit-verified": "true" if verified else "false"})
 
     def health() -> dict:
         ready, state = holder.readiness()
