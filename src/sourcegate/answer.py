@@ -147,3 +147,44 @@ class ExtractiveWriter:
 def invalid_citations(text: str, n_sources: int) -> list[int]:
     """Citation numbers in `text` that point to no source: a writer that produces them is rejected."""
     return sorted({int(m) for m in re.findall(r"\[(\d+)\]", text or "") if not 1 <= int(m) <= n_sources})
+
+
+_SOURCES_BLOCK = "\n\nSources:\n"
+NOT_FOUND = "Not found in the library."
+
+
+def assemble_parts(sections: list[tuple[str, WrittenAnswer | None]]) -> WrittenAnswer:
+    """One answer from the answers of a question's parts, in the order asked: each part under its
+    own question, cited from its own passages, with one list of sources numbered across parts;
+    a part with no answer (None) is said to be not found."""
+    cites: list[Citation] = []
+    number: dict[str, int] = {}
+    blocks: list[str] = []
+    for question, written in sections:
+        if written is None or not written.text:
+            blocks.append(f"{question}\n- {NOT_FOUND}")
+            continue
+        local: dict[int, int] = {}
+        for c in written.citations:
+            if c.id not in number:
+                number[c.id] = len(cites) + 1
+                cites.append(Citation(number[c.id], c.id, c.doc_id, c.title, c.url))
+            local[c.n] = number[c.id]
+        body = written.text.rsplit(_SOURCES_BLOCK, 1)[0].strip()
+        body = re.sub(r"^From the documents:\n", "", body)
+        body = re.sub(r"\[(\d+)\]", lambda m: f"[{local.get(int(m.group(1)), int(m.group(1)))}]", body)
+        blocks.append(f"{question}\n{body}")
+    lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
+    text = "From the documents, part by part:\n\n" + "\n\n".join(blocks)
+    if lines:
+        text += _SOURCES_BLOCK + "\n".join(lines)
+    done = [w for _, w in sections if w is not None]
+    by_model = [w for w in done if w.path != "extractive"]
+    lead = by_model[0] if by_model else (done[0] if done else WrittenAnswer(None))
+    reasons = list(dict.fromkeys(w.fallback_reason for w in done if w.fallback_reason))
+    return WrittenAnswer(
+        text, cites, lead.writer, path=lead.path, model=lead.model,
+        fallback_reason="; ".join(reasons) or None,
+        attempts=[a for w in done for a in w.attempts],
+        declared_remote=list(dict.fromkeys(h for w in done for h in w.declared_remote)),
+    )

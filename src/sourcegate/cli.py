@@ -223,6 +223,8 @@ def format_result(r) -> str:
     lines = [f"status: {r.status}" + (" (degraded)" if r.degraded else ""), ""]
     if r.answer:
         lines += [r.answer, ""]
+    if r.missing:
+        lines += ["Not found in the library: " + "; ".join(r.missing), ""]
     lines.append(f"guidance: {r.guidance}")
     if r.excluded:
         reasons: dict[str, int] = {}

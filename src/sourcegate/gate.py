@@ -34,6 +34,9 @@ REASON_EVIDENCE = "evidence"
 REASON_NO_EVIDENCE = "no_answer_evidence"
 REASON_JUDGE_ERROR = "judge_error"
 REASON_OVER_LIMIT = "evidence_limit"
+# A part of a question that asks several things ("the P-200 and the P-300") is about one
+# identifier: a passage that does not name it answers another part, not this one.
+REASON_SUBJECT_NOT_NAMED = "subject_not_named"
 
 
 @dataclass(frozen=True)
@@ -135,11 +138,18 @@ class GatedPassage:
 
 
 def apply_gate(
-    passages: list[tuple[str, str, PassageScores | None]], t: GateThresholds, evidence_limit: int
+    passages: list[tuple[str, str, PassageScores | None]], t: GateThresholds, evidence_limit: int,
+    subject_named: list[bool] | None = None,
 ) -> tuple[list[GatedPassage], Status]:
     """Route every (id, doc_id, scores) passage, keep at most `evidence_limit` evidence passages
-    (the strongest, spread over documents), and decide the status. Pure: replay uses it too."""
+    (the strongest, spread over documents), and decide the status. Pure: replay uses it too.
+    With `subject_named` (one flag per passage, for a part of a question about one identifier), a
+    passage that does not name the part's subject can be neither its evidence nor its conflict."""
     first = [(pid, doc, sc, *route(sc, t)) for pid, doc, sc in passages]
+    if subject_named is not None:
+        first = [(pid, doc, sc, Route.EXCLUDED, REASON_SUBJECT_NOT_NAMED)
+                 if r is not Route.EXCLUDED and not named else (pid, doc, sc, r, reason)
+                 for (pid, doc, sc, r, reason), named in zip(first, subject_named)]
     ev = sorted((x for x in first if x[3] is Route.EVIDENCE), key=lambda x: -x[2].contains_answer_evidence)
     keep = set(diversify([(x[0], x[1]) for x in ev], evidence_limit))
     gated = []

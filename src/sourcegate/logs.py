@@ -176,6 +176,8 @@ def ask_log_fields(result, interface: str, settings, request_id: str | None = No
             "conflicts": len(result.conflicts),
             "excluded": len(result.excluded),
             "judge_errors": judge_errors,
+            # Parts of the question no passage answers (a count: their text is the question's).
+            "missing": len(getattr(result, "missing", None) or []),
         },
     }
 

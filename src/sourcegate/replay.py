@@ -17,8 +17,9 @@ from typing import Any
 import click
 
 from .audit import format_chain_report, hash_problem, read_records, verify_chain
-from .gate import GateThresholds, apply_gate
+from .gate import GateThresholds, Status, apply_gate
 from .models import QUESTIONS, PassageScores
+from .plan import Part, PartDecision, merge
 
 DEFAULT_EVIDENCE_LIMIT = 5
 
@@ -32,6 +33,8 @@ class PassageChange:
     old_route: str
     new_route: str
     new_reason: str
+    # The part of the question the passage was judged for, in a question that asks several things.
+    part: int | None = None
 
 
 @dataclass
@@ -40,6 +43,9 @@ class AnswerChange:
     line: int
     old_status: str
     new_status: str
+    # The parts no passage answers, before and after (questions that ask several things).
+    old_missing: list[str] = field(default_factory=list)
+    new_missing: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -89,18 +95,42 @@ def _evidence_limit(rec: dict) -> int:
     return int(retrieval.get(key, DEFAULT_EVIDENCE_LIMIT))
 
 
+def _part_label(question: Any, n: int) -> str:
+    """A part's question, or its number when the record keeps only a hash of it (AUDIT_REDACT_QUERY)."""
+    return question if isinstance(question, str) else f"part {n + 1} (redacted)"
+
+
 def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple[list[PassageChange], AnswerChange | None]:
-    """The passage and answer decisions of one (verified) record that change under `thresholds`."""
+    """The passage and answer decisions of one (verified) record that change under `thresholds`.
+    A question that asked several things is re-gated part by part, then merged again."""
     cands = rec.get("candidates") or []
-    gated, status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds,
-                               _evidence_limit(rec))
     audit_id = str(rec.get("audit_id"))
-    changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
-               for c, g in zip(cands, gated) if c.get("route") != g.route.value]
-    answer = None
-    if rec.get("status") != status.value:
-        answer = AnswerChange(audit_id, line, str(rec.get("status")), status.value)
-    return changes, answer
+    parts = rec.get("parts")
+    if not parts:
+        gated, status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds,
+                                   _evidence_limit(rec))
+        changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
+                   for c, g in zip(cands, gated) if c.get("route") != g.route.value]
+        if rec.get("status") != status.value:
+            return changes, AnswerChange(audit_id, line, str(rec.get("status")), status.value)
+        return changes, None
+    changes = []
+    decisions = []
+    for n, p in enumerate(parts):
+        mine = [c for c in cands if c.get("part") == n]
+        named = [bool(c.get("subject_named", True)) for c in mine] if any("subject_named" in c for c in mine) else None
+        gated, part_status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in mine], thresholds,
+                                        int(p.get("evidence_limit", DEFAULT_EVIDENCE_LIMIT)), subject_named=named)
+        changes += [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason, n)
+                    for c, g in zip(mine, gated) if c.get("route") != g.route.value]
+        decisions.append(PartDecision(Part(_part_label(p.get("question"), n), p.get("subject")), part_status))
+    merged = merge(decisions)
+    old_missing = [_part_label(p.get("question"), n) for n, p in enumerate(parts)
+                   if p.get("status") == Status.INSUFFICIENT.value]
+    if rec.get("status") != merged.status.value or old_missing != merged.missing:
+        return changes, AnswerChange(audit_id, line, str(rec.get("status")), merged.status.value, old_missing,
+                                     merged.missing)
+    return changes, None
 
 
 Records = Iterable[tuple[int, dict | None, str | None]] | Iterable[dict]
@@ -141,13 +171,16 @@ def format_report(report: ReplayReport, path: str) -> str:
     if report.passage_changes:
         lines.append(f"passages whose route changes ({len(report.passage_changes)}):")
         for c in report.passage_changes:
-            lines.append(f"  line {c.line}  {c.audit_id}  {c.chunk_id}  {c.old_route} -> {c.new_route} ({c.new_reason})")
+            part = f"  part {c.part + 1}" if c.part is not None else ""
+            lines.append(f"  line {c.line}  {c.audit_id}{part}  {c.chunk_id}  {c.old_route} -> {c.new_route} ({c.new_reason})")
     else:
         lines.append("no passage changes route")
     if report.answer_changes:
         lines.append(f"answers whose status changes ({len(report.answer_changes)}):")
         for a in report.answer_changes:
             lines.append(f"  line {a.line}  {a.audit_id}  {a.old_status} -> {a.new_status}")
+            if a.old_missing != a.new_missing:
+                lines.append(f"    not found: {'; '.join(a.old_missing) or '-'} -> {'; '.join(a.new_missing) or '-'}")
     else:
         lines.append("no answer changes status")
     if report.invalid:

@@ -8,19 +8,21 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from .answer import Writer, WrittenAnswer
+from .answer import Writer, WrittenAnswer, assemble_parts
 from .audit import AuditLog, redact_query
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
-from .gate import GateThresholds, Route, apply_gate, guidance
+from .gate import GateThresholds, Route, Status, apply_gate, guidance
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
 from .judge_guard import guard_judge
 from .models import Candidate
+from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge, names_subject, plan
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
 from .store import Store, open_store
@@ -90,6 +92,60 @@ class AskResult(BaseModel):
     degraded: bool = False
     timings_ms: dict[str, float] = Field(default_factory=dict)
     writer: WriterOut = Field(default_factory=WriterOut)
+    # The parts of a question that asks several things which no passage answers (empty when every
+    # part is answered, and for a question of one part, whose status says it all).
+    missing: list[str] = Field(default_factory=list)
+    # Each part's question, subject, status and the documents of its evidence and conflicts: for
+    # evaluation and Python callers, not part of the answer's shape.
+    _parts: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+
+# How long the library's identifiers are kept for the planner before they are read again.
+KNOWN_IDS_TTL_S = 60.0
+
+
+@dataclass
+class _PartRun:
+    """One part through retrieve, judge and gate."""
+
+    part: Part
+    bridged: BridgedQuery
+    candidates: list[Candidate]
+    judgement: Judgement
+    final: list[tuple[Candidate, PassageJudgement, Route, str]]
+    status: Status
+    limit: int
+    named: list[bool] | None
+    rtimes: dict[str, float]
+    retrieve_s: float
+    judge_s: float
+    route_s: float
+
+    @property
+    def evidence(self) -> list[tuple[Candidate, PassageJudgement]]:
+        ev = [(c, j) for c, j, r, _ in self.final if r is Route.EVIDENCE]
+        ev.sort(key=lambda x: -x[1].scores.contains_answer_evidence)
+        return ev
+
+    @property
+    def conflicts(self) -> list[tuple[Candidate, PassageJudgement]]:
+        cf = [(c, j) for c, j, r, _ in self.final if r is Route.CONFLICT]
+        cf.sort(key=lambda x: -x[1].scores.contradicts_query_premise)
+        return cf
+
+
+def _unique(items: list) -> list:
+    """First occurrence of each passage (a passage may serve several parts)."""
+    seen: set[str] = set()
+    out = []
+    for x in items:
+        if x[0].id not in seen:
+            seen.add(x[0].id)
+            out.append(x)
+    return out
+
+
+_unique_final = _unique
 
 
 class SourceGate:
@@ -112,6 +168,7 @@ class SourceGate:
         self.retrieval = RetrievalSettings.from_settings(settings)
         self.retriever = Retriever(self.store, self.embedder, self.retrieval)
         self.thresholds: GateThresholds = settings.thresholds()
+        self._known_ids: tuple[float, frozenset[str]] | None = None
 
     @property
     def judge(self) -> Judge:
@@ -158,28 +215,21 @@ class SourceGate:
             on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
         """Retrieve, gate and answer one question. With `on_event(kind, data)`, the gate's decision
         is sent first ("gate": the result without its answer), then the answer as a model writes it
-        ("delta", "reset", "replace"; see `Writer.write`); the complete result is returned."""
-        query = self._validate(query)
-        t0 = time.perf_counter()
-        bq = self._bridge(query)
-        candidates, rtimes = self.retriever.retrieve(query, bridged=bq.text if bq.bridged else None)
-        t1 = time.perf_counter()
-        judged_query = bq.text
-        judgement = self._run_judge(judged_query, candidates) if candidates else Judgement(model=self._judge_model_hint(), results=[])
-        t2 = time.perf_counter()
+        ("delta", "reset", "replace"; see `Writer.write`); the complete result is returned.
 
-        degraded = judgement.all_failed
-        limit = self.settings.evidence_max_multi if is_multi_document(query) else self.settings.evidence_max_single
-        gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
-                                   self.thresholds, limit)
-        final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
+        A question that asks several things is planned into parts (`plan.plan`); each part goes
+        through the same stages (retrieve, judge, gate) on its own, and `plan.merge` decides the
+        status and names the parts no passage answers in `missing`."""
+        query = self._validate(query)
+        t_start = time.perf_counter()
+        parts = self._plan(query)
+        t_plan = time.perf_counter()
+        runs = [self._gate_part(query if len(parts) == 1 else p.question, p, multi=len(parts) > 1) for p in parts]
+        merged = merge([PartDecision(r.part, r.status) for r in runs])
+        status = merged.status
         t3 = time.perf_counter()
 
-        ev = [(c, j) for c, j, r, _ in final if r is Route.EVIDENCE]
-        ev.sort(key=lambda x: -x[1].scores.contains_answer_evidence)
-        cf = [(c, j) for c, j, r, _ in final if r is Route.CONFLICT]
-        cf.sort(key=lambda x: -x[1].scores.contradicts_query_premise)
-
+        degraded = any(r.judgement.all_failed for r in runs)
         cap = self.settings.max_passage_chars
 
         def out(c: Candidate, j: PassageJudgement) -> PassageOut:
@@ -187,25 +237,47 @@ class SourceGate:
             return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
                               scores=j.scores.rounded())
 
+        ev, cf = _unique([x for r in runs for x in r.evidence]), _unique([x for r in runs for x in r.conflicts])
+        kept = {c.id for c, _ in ev} | {c.id for c, _ in cf}
         excluded = [ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
                                 scores=j.scores.rounded() if j.scores else None)
-                    for c, j, r, reason in final if r is Route.EXCLUDED]
+                    for c, j, rt, reason in _unique_final([x for r in runs for x in r.final])
+                    if rt is Route.EXCLUDED and c.id not in kept]
         evidence = [out(c, j) for c, j in ev]
         conflicts = [out(c, j) for c, j in cf]
+        model = runs[0].judgement.model
         if on_event is not None:
             on_event("gate", {"status": status.value, "guidance": guidance(status, degraded), "degraded": degraded,
                               "evidence": [p.model_dump() for p in evidence],
                               "conflicts": [p.model_dump() for p in conflicts],
-                              "excluded": [x.model_dump() for x in excluded], "model": judgement.model})
-        written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf], search_text=judged_query,
-                                    on_event=on_event)
+                              "excluded": [x.model_dump() for x in excluded], "missing": merged.missing,
+                              "model": model})
+        if len(runs) == 1:
+            r = runs[0]
+            written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf],
+                                        search_text=r.bridged.text, on_event=on_event)
+        else:
+            # Each part is written from its own passages only; the answer cites per part.
+            sections = []
+            for r in runs:
+                if r.status is Status.INSUFFICIENT:
+                    sections.append((r.part.question, None))
+                    continue
+                sections.append((r.part.question, self.writer.write(
+                    r.part.question, r.status, [c for c, _ in r.evidence], [c for c, _ in r.conflicts],
+                    search_text=r.bridged.text)))
+            written = assemble_parts(sections)
         t4 = time.perf_counter()
 
+        t0 = t_start if len(runs) > 1 else t_plan
         timings = {
-            "retrieve": (t1 - t0) * 1000, **{f"retrieve_{k}": v for k, v in rtimes.items()},
-            "judge": (t2 - t1) * 1000, "route": (t3 - t2) * 1000, "answer": (t4 - t3) * 1000,
-            "total": (t4 - t0) * 1000,
+            "retrieve": sum(r.retrieve_s for r in runs) * 1000,
+            **{f"retrieve_{k}": sum(r.rtimes.get(k, 0.0) for r in runs) for k in runs[0].rtimes},
+            "judge": sum(r.judge_s for r in runs) * 1000, "route": sum(r.route_s for r in runs) * 1000,
+            "answer": (t4 - t3) * 1000, "total": (t4 - t0) * 1000,
         }
+        if len(runs) > 1:
+            timings["plan"] = (t_plan - t_start) * 1000
         timings = {k: round(v, 2) for k, v in timings.items()}
         audit_id = uuid.uuid4().hex
         result = AskResult(
@@ -215,18 +287,64 @@ class SourceGate:
             evidence=evidence,
             conflicts=conflicts,
             excluded=excluded,
+            missing=merged.missing,
             audit_id=audit_id,
-            model=judgement.model,
+            model=model,
             degraded=degraded,
             timings_ms=timings,
             writer=WriterOut(path=written.path, model=written.model, fallback_reason=written.fallback_reason),
         )
         result.writer._attempts = written.attempts
+        result._parts = [{"question": r.part.question, "subject": r.part.subject, "status": r.status.value,
+                          "evidence_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.evidence)),
+                          "conflict_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.conflicts))} for r in runs]
         if self.audit is not None:
-            record = self._audit_record(query, interface, result, final, judgement, written)
-            record["query_bridge"] = {"language": bq.language, "added_terms": bq.added_terms}
+            record = self._audit_record(query, interface, result, runs, written)
             self.audit.append(record)
         return result
+
+    def _plan(self, query: str) -> list[Part]:
+        """The parts of the question; the library's identifiers are read only when the question
+        could ask several things."""
+        if not may_have_parts(query):
+            return [Part(query)]
+        return plan(query, self.known_identifiers())
+
+    def known_identifiers(self) -> frozenset[str]:
+        """Identifiers in the library's document titles, ids and paths, kept for a minute so that
+        documents ingested while serving are seen soon after."""
+        now = time.monotonic()
+        cached = self._known_ids
+        if cached is not None and now - cached[0] < KNOWN_IDS_TTL_S:
+            return cached[1]
+        try:
+            docs = self.store.list_documents()
+        except Exception as e:  # the planner then relies on the shape of identifiers alone
+            log.warning("cannot list the library's documents for the planner: %s", type(e).__name__)
+            docs = []
+        ids = frozenset(library_identifiers(t for d in docs for t in (d.title, d.id, d.source_path)))
+        self._known_ids = (now, ids)
+        return ids
+
+    def _gate_part(self, query: str, part: Part, multi: bool) -> "_PartRun":
+        """Retrieve, judge and gate one part (the whole question when it has one part, exactly as a
+        single question goes). In a part about one identifier, only passages that name it count."""
+        t0 = time.perf_counter()
+        bq = self._bridge(query)
+        candidates, rtimes = self.retriever.retrieve(query, bridged=bq.text if bq.bridged else None)
+        t1 = time.perf_counter()
+        judgement = self._run_judge(bq.text, candidates) if candidates else Judgement(model=self._judge_model_hint(), results=[])
+        t2 = time.perf_counter()
+        limit = self.settings.evidence_max_multi if is_multi_document(query) else self.settings.evidence_max_single
+        named = None
+        if multi and part.subject:
+            named = [names_subject(part.subject, c.title, c.heading, c.text, c.doc_id, c.url) for c in candidates]
+        gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
+                                   self.thresholds, limit, subject_named=named)
+        final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
+        t3 = time.perf_counter()
+        return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
+                        t1 - t0, t2 - t1, t3 - t2)
 
     def _bridge(self, query: str) -> BridgedQuery:
         if not self.settings.crosslingual:
@@ -237,15 +355,24 @@ class SourceGate:
     def _judge_model_hint(self) -> str:
         return getattr(self._judge, "name", self.settings.judge)
 
-    def _audit_record(self, query: str, interface: str, result: AskResult, final, judgement: Judgement,
+    def _audit_record(self, query: str, interface: str, result: AskResult, runs: list["_PartRun"],
                       written: WrittenAnswer) -> dict[str, Any]:
-        return {
+        redact = self.settings.audit_redact_query
+        multi = len(runs) > 1
+        judgement = runs[0].judgement
+        answer = result.answer
+        if redact and multi and answer:
+            # The answer names its parts, which are pieces of the question: keep them out too.
+            for r in runs:
+                answer = answer.replace(r.part.question, "[part of the question]")
+        record: dict[str, Any] = {
             "audit_id": result.audit_id,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "interface": interface,
-            "query": redact_query(query) if self.settings.audit_redact_query else query,
+            "query": redact_query(query) if redact else query,
             "judge": {"backend": self.settings.judge if self._judge is None else getattr(self._judge, "name", self.settings.judge),
-                      "model": judgement.model, "usage": judgement.usage},
+                      "model": judgement.model,
+                      "usage": judgement.usage if not multi else [r.judgement.usage for r in runs]},
             "thresholds": self.thresholds.as_dict(),
             "retrieval": {
                 "store": type(self.store).__name__, "embedder": self.embedder.id,
@@ -259,15 +386,17 @@ class SourceGate:
                  "content_hash": c.content_hash, "retrieval_score": c.score,
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,
-                 "route": r.value, "reason": reason}
-                for c, j, r, reason in final
+                 "route": rt.value, "reason": reason,
+                 **({"part": n} if multi else {}),
+                 **({"subject_named": r.named[i]} if multi and r.named is not None else {})}
+                for n, r in enumerate(runs) for i, (c, j, rt, reason) in enumerate(r.final)
             ],
             "status": result.status,
+            "missing": [redact_query(m) for m in result.missing] if redact else result.missing,
             "degraded": result.degraded,
             "multi_document": is_multi_document(query),
-            "evidence_limit": (self.settings.evidence_max_multi if is_multi_document(query)
-                               else self.settings.evidence_max_single),
-            "answer": result.answer,
+            "evidence_limit": runs[0].limit,
+            "answer": answer,
             "writer": {
                 "name": written.writer, "path": written.path, "model": written.model,
                 "fallback_reason": written.fallback_reason,
@@ -278,7 +407,18 @@ class SourceGate:
                 "attempts": written.attempts,
             },
             "timings_ms": result.timings_ms,
+            "query_bridge": {"language": runs[0].bridged.language, "added_terms": runs[0].bridged.added_terms},
         }
+        if multi:
+            # Each part was gated on its own candidates (`part` in each candidate): replay re-gates
+            # them part by part and merges again.
+            record["parts"] = [
+                {"question": redact_query(r.part.question) if redact else r.part.question, "subject": r.part.subject,
+                 "status": r.status.value, "evidence_limit": r.limit,
+                 "query_bridge": {"language": r.bridged.language, "added_terms": r.bridged.added_terms}}
+                for r in runs
+            ]
+        return record
 
     def close(self) -> None:
         self.store.close()

@@ -11,7 +11,7 @@ the status-only figure beside the source-checked `accuracy`.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -40,6 +40,31 @@ class CaseResult:
     timings_ms: dict[str, float]
     audit_id: str | None = None
     degraded: bool = False
+    # Parts of the question as the service planned them (question, status, evidence_doc_ids, ...),
+    # and those it named as not found.
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def part_outcomes(self) -> list[dict[str, Any]] | None:
+        """For a case with `expected_parts`: per expected part, whether it is `stated` by the library,
+        `answered` with one of its own documents, named in `missing`, and answered from a document
+        that states another part only (`cross`). A question the service did not split is judged
+        as a whole: its answer counts for each part it cites, and no part is named missing."""
+        expected = self.case.expected_parts
+        if not expected:
+            return None
+        planned = self.parts or [{"status": self.status, "evidence_doc_ids": self.evidence_doc_ids}]
+        aligned = len(planned) == len(expected)
+        out = []
+        for i, sources in enumerate(expected):
+            got = planned[i] if aligned else (planned[0] if len(planned) == 1 else None)
+            ev = set(got["evidence_doc_ids"]) if got and got["status"] == "answer_from_evidence" else set()
+            others = {d for j, s in enumerate(expected) if j != i for d in s} - set(sources)
+            named = aligned and len(planned) > 1 and planned[i]["question"] in self.missing
+            out.append({"stated": bool(sources), "answered": bool(ev & set(sources)), "missing": named,
+                        "cross": bool(aligned and len(planned) > 1 and ev & others and not ev & set(sources)),
+                        "split": aligned and len(planned) > 1})
+        return out
 
     @property
     def status_correct(self) -> bool:
@@ -104,7 +129,8 @@ class CaseResult:
             "evidence_doc_ids": self.evidence_doc_ids, "conflict_doc_ids": self.conflict_doc_ids,
             "excluded": self.excluded, "forbidden_leaks": self.leaks, "truthfulness": self.truthfulness(),
             "degraded": self.degraded, "audit_id": self.audit_id, "timings_ms": self.timings_ms,
-            "candidates": self.candidates,
+            "candidates": self.candidates, "missing": self.missing,
+            **({"parts": self.parts, "part_outcomes": self.part_outcomes()} if self.case.expected_parts else {}),
         }
 
 
@@ -123,6 +149,8 @@ def run_case(gate, case: EvalCase) -> CaseResult:
         conflict_doc_ids=list(dict.fromkeys(p.doc_id for p in r.conflicts)),
         excluded=[{"id": x.id, "doc_id": x.doc_id, "reason": x.reason} for x in r.excluded],
         candidates=cands, timings_ms=r.timings_ms, audit_id=r.audit_id, degraded=r.degraded,
+        parts=list(getattr(r, "_parts", None) or []) if len(getattr(r, "_parts", None) or []) > 1 else [],
+        missing=list(getattr(r, "missing", None) or []),
     )
 
 
@@ -186,4 +214,30 @@ def metrics(results: list[CaseResult]) -> dict[str, Any]:
         "degraded": sum(1 for r in results if r.degraded),
         "by_kind": by_kind,
         "latency_ms": latency,
+        **({"parts": part_metrics(results)} if any(r.case.expected_parts for r in results) else {}),
+    }
+
+
+def part_metrics(results: list[CaseResult]) -> dict[str, Any]:
+    """Over the cases with `expected_parts`: how many were split as expected, the share of stated
+    parts answered with one of their own documents, the share of parts the library does not state
+    that are named in `missing`, stated parts wrongly named missing, and parts answered only from
+    another part's documents."""
+    outcomes = [(r, r.part_outcomes()) for r in results if r.case.expected_parts]
+    flat = [o for _, os in outcomes for o in os]
+    stated = [o for o in flat if o["stated"]]
+    absent = [o for o in flat if not o["stated"]]
+    return {
+        "cases": len(outcomes),
+        "split_as_expected": sum(1 for _, os in outcomes if os and os[0]["split"]),
+        "parts_stated": len(stated),
+        "stated_answered": sum(o["answered"] for o in stated),
+        "stated_answered_rate": round(sum(o["answered"] for o in stated) / len(stated), 3) if stated else None,
+        "parts_absent": len(absent),
+        "absent_named_missing": sum(o["missing"] for o in absent),
+        "absent_named_rate": round(sum(o["missing"] for o in absent) / len(absent), 3) if absent else None,
+        "stated_named_missing": sum(o["missing"] for o in stated),
+        "cross_part_answers": sum(o["cross"] for o in flat),
+        "all_parts_right": sum(1 for _, os in outcomes
+                               if all((o["answered"] and not o["cross"]) if o["stated"] else o["missing"] for o in os)),
     }

@@ -105,6 +105,11 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
                     "required": ["id", "doc_id", "reason"],
                 },
             },
+            "missing": {"type": "array", "items": {"type": "string"},
+                        "description": "Parts of a question that asks several things which no passage answers, "
+                                       "each as a self-contained question. Empty when every part is answered (and "
+                                       "for a question of one part). Tell the user these were not found; never "
+                                       "answer them from memory."},
             "audit_id": {"type": "string", "description": "Id of the audit record of this answer."},
             "model": {"type": "string", "description": "Judge model id."},
             "degraded": {"type": "boolean"},
@@ -121,7 +126,8 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
                 "required": ["path"],
             },
         },
-        "required": ["status", "guidance", "answer", "evidence", "conflicts", "excluded", "audit_id", "model"],
+        "required": ["status", "guidance", "answer", "evidence", "conflicts", "excluded", "missing", "audit_id",
+                     "model"],
     }
 
 
@@ -161,6 +167,8 @@ def result_text(data: dict[str, Any]) -> str:
     lines = [f"status: {data['status']}", f"guidance: {data['guidance']}"]
     if data.get("answer"):
         lines += ["", data["answer"]]
+    if data.get("missing"):
+        lines += ["", "Not found in the library: " + "; ".join(data["missing"])]
     sources = data["evidence"] or data["conflicts"]
     # The extractive answer already ends with its numbered sources; another list would repeat it.
     if sources and "Sources:" not in (data.get("answer") or ""):
