@@ -155,7 +155,8 @@ def _split_asks(question: str) -> list[str]:
     return asks
 
 
-_NP_STOP = re.compile(r"^(?:\w+ed|\w+ing|on|in|at|of|for|with|to|from|by|after|before|when|if|and|or|is|are|be|"
+_PARTICIPLE = re.compile(r"^\w+(?:ed|ing)$", re.I)
+_NP_STOP = re.compile(r"^(?:on|in|at|of|for|with|to|from|by|after|before|when|if|and|or|is|are|be|"
                       r"dans|sur|pour|avec|après|avant|quand|si|et|ou|est|sont|\w+-(?:t-)?(?:il|on|je|elle))$", re.I)
 _NOT_A_NOUN = re.compile(r"^(?:combien|quel|quelle|quels|quelles|much|many|often|long|fois)$", re.I)
 
@@ -178,7 +179,8 @@ def _antecedent(ask: str, known_ids: Collection[str]) -> str | None:
         return None
     words: list[str] = []
     for w in m.group(2).split():
-        if _NP_STOP.match(w):
+        # "a sand filter backwashed": a participle after the noun ends it ("bearing" as a noun stays).
+        if _NP_STOP.match(w) or (words and _PARTICIPLE.match(w)):
             break
         words.append(w)
     if not words:
