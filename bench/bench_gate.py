@@ -1,12 +1,13 @@
 """Gate latency with the local judge (judge 12 candidates + route) and end-to-end `ask` latency on
 the demo corpus.
 
-    python bench/bench_gate.py [--repeats 5]
+    python bench/bench_gate.py [--repeats 5] [--questions FILE.jsonl]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -54,6 +55,9 @@ def main() -> None:
                     help="with --reader: also time the judge without its reader stage, interleaved")
     ap.add_argument("--threads", type=int, default=0,
                     help="BLAS threads of the embedder (0: the package default, UseEmbedder's 2)")
+    ap.add_argument("--questions", type=Path, default=None,
+                    help="a JSONL file of {\"query\": ...} to time instead of the 27 original demo questions "
+                         "(e.g. only the questions of one part, to compare versions of the code in one run)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="sg-bench-gate-") as tmp:
         settings = demo_settings(Path(tmp))
@@ -63,7 +67,8 @@ def main() -> None:
         gate = SourceGate(settings, embedder=UseEmbedder(threads=args.threads) if args.threads else None)
         judge = require_local_judge(gate.embedder, reader=args.reader)
         gate._judge = judge
-        questions = demo_questions()
+        questions = demo_questions() if args.questions is None else [
+            json.loads(line)["query"] for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
         gate_ms, judge_ms, sizes, plain_ms, read = [], [], [], [], []
         plain = None
         if args.compare:

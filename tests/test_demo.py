@@ -76,10 +76,30 @@ def test_demo_eval_file(gate):
     results = run_eval(gate, load_cases(DEMO_QUESTIONS))
     assert sum(r.case.blind for r in results) == 9
     assert metrics(results)["forbidden_leaks"] == 0, [r.leaks for r in results if r.leaks]
-    original = [r for r in results if not r.case.blind]
+    original = [r for r in results if not r.case.blind and not r.case.expected_parts]
     m = metrics(original)
     misses = [(r.case.query, r.case.expected_status, r.status, r.failure_reasons) for r in original if not r.correct]
     assert m["cases"] == 27
     assert {r.case.query for r in original if r.truthfulness() < 0} <= KNOWN_UNSUPPORTED, misses
     assert m["accuracy"] >= 0.9, misses
     assert m["status_accuracy"] >= 0.9, misses
+
+
+def test_demo_multi_part_questions(gate):
+    """The demo's questions that ask several things: each split as written, each part gated on its own,
+    no part answered from another part's documents, every part the library lacks named missing."""
+    from sourcegate.evaluation.runner import part_metrics
+
+    cases = [c for path in (DEMO_QUESTIONS, DEMO_QUESTIONS.with_name("questions.fr.jsonl"))
+             for c in load_cases(path) if c.expected_parts]
+    results = run_eval(gate, cases)
+    parts = part_metrics(results)
+    assert len(cases) == 7 and parts["split_as_expected"] == 7
+    assert parts["cross_part_answers"] == 0
+    assert metrics(results)["forbidden_leaks"] == 0
+    for r in results:
+        # A part is named missing exactly when its own gate found nothing to answer it.
+        assert r.missing == [p["question"] for p in r.parts if p["status"] == "insufficient_evidence"]
+        assert r.status == ("answer_from_evidence" if any(p["status"] == "answer_from_evidence" for p in r.parts)
+                            else "insufficient_evidence")
+    # How many parts the judge gets right is measured in bench/bench_parts.py (figures in bench/README.md).
