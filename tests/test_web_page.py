@@ -52,3 +52,33 @@ def test_page_in_headless_chromium(tmp_path):
     assert 'href="https://docs.example-water.org/' in dom  # citation links
     assert re.search(r'id="audit-link" href="v1/audit/[0-9a-f]{32}"', dom)
     assert settings.audit_path.read_text(encoding="utf-8").count('"interface":"web"') == 1
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_names_the_parts_not_found(tmp_path):
+    settings = make_settings(tmp_path / "audit.jsonl")
+    gate = make_gate(settings)
+    app = create_app(settings, gate)
+    q = "What are the grease intervals for the P-200 and the P-900 pumps?"
+    with running_server(app) as base:
+        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+               f"--user-data-dir={tmp_path / 'chromium-profile'}", "--virtual-time-budget=20000",
+               "--dump-dom", f"{base}/?q={quote(q)}"]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    gate.close()
+    dom = out.stdout
+    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], out.stderr[-2000:])
+    assert re.search(r'<p id="missing" class="missing">Not found in the library: '
+                     r'What are the grease intervals for the P-900 pumps\?</p>', dom), dom[-3000:]
+
+
+def test_page_shows_missing_parts(tmp_path):
+    """Without a browser: the page renders `missing` under the status, hidden when empty."""
+    settings = make_settings(tmp_path / "audit.jsonl")
+    gate = make_gate(settings)
+    with TestClient(create_app(settings, gate)) as client:
+        html = client.get("/").text
+    gate.close()
+    assert '<p id="missing" class="missing" hidden></p>' in html
+    assert '"Not found in the library: " + missing.join("; ")' in html

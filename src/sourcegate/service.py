@@ -145,8 +145,6 @@ def _unique(items: list) -> list:
     return out
 
 
-_unique_final = _unique
-
 
 class SourceGate:
     def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
@@ -224,27 +222,17 @@ class SourceGate:
         t_start = time.perf_counter()
         parts = self._plan(query)
         t_plan = time.perf_counter()
-        runs = [self._gate_part(query if len(parts) == 1 else p.question, p, multi=len(parts) > 1) for p in parts]
+        multi = len(parts) > 1
+        # A question of one part is asked exactly as written; the parts of a longer one as planned.
+        runs = [self._gate_part(p.question if multi else query, p, multi) for p in parts]
         merged = merge([PartDecision(r.part, r.status) for r in runs])
         status = merged.status
-        t3 = time.perf_counter()
+        t_gated = time.perf_counter()
 
         degraded = any(r.judgement.all_failed for r in runs)
-        cap = self.settings.max_passage_chars
-
-        def out(c: Candidate, j: PassageJudgement) -> PassageOut:
-            text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
-            return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
-                              scores=j.scores.rounded())
-
-        ev, cf = _unique([x for r in runs for x in r.evidence]), _unique([x for r in runs for x in r.conflicts])
-        kept = {c.id for c, _ in ev} | {c.id for c, _ in cf}
-        excluded = [ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
-                                scores=j.scores.rounded() if j.scores else None)
-                    for c, j, rt, reason in _unique_final([x for r in runs for x in r.final])
-                    if rt is Route.EXCLUDED and c.id not in kept]
-        evidence = [out(c, j) for c, j in ev]
-        conflicts = [out(c, j) for c, j in cf]
+        ev, cf, excluded = self._passages(runs)
+        evidence = [self._passage_out(c, j) for c, j in ev]
+        conflicts = [self._passage_out(c, j) for c, j in cf]
         model = runs[0].judgement.model
         if on_event is not None:
             on_event("gate", {"status": status.value, "guidance": guidance(status, degraded), "degraded": degraded,
@@ -252,34 +240,21 @@ class SourceGate:
                               "conflicts": [p.model_dump() for p in conflicts],
                               "excluded": [x.model_dump() for x in excluded], "missing": merged.missing,
                               "model": model})
-        if len(runs) == 1:
-            r = runs[0]
-            written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf],
-                                        search_text=r.bridged.text, on_event=on_event)
+        if multi:
+            written = self._write_parts(runs)
         else:
-            # Each part is written from its own passages only; the answer cites per part.
-            sections = []
-            for r in runs:
-                if r.status is Status.INSUFFICIENT:
-                    sections.append((r.part.question, None))
-                    continue
-                sections.append((r.part.question, self.writer.write(
-                    r.part.question, r.status, [c for c, _ in r.evidence], [c for c, _ in r.conflicts],
-                    search_text=r.bridged.text)))
-            written = assemble_parts(sections)
-        t4 = time.perf_counter()
+            written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf],
+                                        search_text=runs[0].bridged.text, on_event=on_event)
+        t_done = time.perf_counter()
 
-        t0 = t_start if len(runs) > 1 else t_plan
         timings = {
             "retrieve": sum(r.retrieve_s for r in runs) * 1000,
             **{f"retrieve_{k}": sum(r.rtimes.get(k, 0.0) for r in runs) for k in runs[0].rtimes},
             "judge": sum(r.judge_s for r in runs) * 1000, "route": sum(r.route_s for r in runs) * 1000,
-            "answer": (t4 - t3) * 1000, "total": (t4 - t0) * 1000,
+            "answer": (t_done - t_gated) * 1000, "total": (t_done - (t_start if multi else t_plan)) * 1000,
         }
-        if len(runs) > 1:
+        if multi:
             timings["plan"] = (t_plan - t_start) * 1000
-        timings = {k: round(v, 2) for k, v in timings.items()}
-        audit_id = uuid.uuid4().hex
         result = AskResult(
             status=status.value,
             guidance=guidance(status, degraded),
@@ -288,10 +263,10 @@ class SourceGate:
             conflicts=conflicts,
             excluded=excluded,
             missing=merged.missing,
-            audit_id=audit_id,
+            audit_id=uuid.uuid4().hex,
             model=model,
             degraded=degraded,
-            timings_ms=timings,
+            timings_ms={k: round(v, 2) for k, v in timings.items()},
             writer=WriterOut(path=written.path, model=written.model, fallback_reason=written.fallback_reason),
         )
         result.writer._attempts = written.attempts
@@ -299,9 +274,40 @@ class SourceGate:
                           "evidence_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.evidence)),
                           "conflict_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.conflicts))} for r in runs]
         if self.audit is not None:
-            record = self._audit_record(query, interface, result, runs, written)
-            self.audit.append(record)
+            self.audit.append(self._audit_record(query, interface, result, runs, written))
         return result
+
+    def _passage_out(self, c: Candidate, j: PassageJudgement) -> PassageOut:
+        cap = self.settings.max_passage_chars
+        text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
+        return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
+                          scores=j.scores.rounded())
+
+    @staticmethod
+    def _passages(runs: list["_PartRun"]):
+        """Evidence and conflicts of every part, in the order of the parts (a passage that serves
+        several parts appears once), and the passages no part kept."""
+        ev = _unique([x for r in runs for x in r.evidence])
+        cf = _unique([x for r in runs for x in r.conflicts])
+        kept = {c.id for c, _ in ev} | {c.id for c, _ in cf}
+        excluded = [ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
+                                scores=j.scores.rounded() if j.scores else None)
+                    for c, j, rt, reason in _unique([x for r in runs for x in r.final])
+                    if rt is Route.EXCLUDED and c.id not in kept]
+        return ev, cf, excluded
+
+    def _write_parts(self, runs: list["_PartRun"]) -> WrittenAnswer:
+        """Each part written from its own passages only, under its own question; the answer cites
+        per part. A model writer streams nothing here: the result carries the whole answer."""
+        sections: list[tuple[str, WrittenAnswer | None]] = []
+        for r in runs:
+            if r.status is Status.INSUFFICIENT:
+                sections.append((r.part.question, None))
+            else:
+                sections.append((r.part.question, self.writer.write(
+                    r.part.question, r.status, [c for c, _ in r.evidence], [c for c, _ in r.conflicts],
+                    search_text=r.bridged.text)))
+        return assemble_parts(sections)
 
     def _plan(self, query: str) -> list[Part]:
         """The parts of the question; the library's identifiers are read only when the question
