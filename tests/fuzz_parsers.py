@@ -84,6 +84,20 @@ def hostile() -> dict[str, tuple[str, bytes]]:
     files["invalid-utf8"] = (".txt", b"Grease \xff\xfe\xfd the \xc3\x28 bearings \xa0\xa1 " * 2000)
     files["utf16-no-bom"] = (".txt", "Grease the bearings every 2,000 hours. ".encode("utf-16-le") * 200)
     files["utf16-no-bom-html"] = (".html", "<p>Grease the bearings.</p>".encode("utf-16-be") * 200)
+    files["md-link-brackets"] = (".md", b"# Brackets\n\n" + (b"[" * 19_000 + b"\n") * 10)
+    files["md-link-targets"] = (".md", b"# Targets\n\n" + (b"[a](" * 4_000 + b"\n") * 10)
+    files["html-unclosed-anchors"] = (".html", b"<p>x</p>" + b"<a " * 10_000)
+    files["html-unclosed-scripts"] = (".html", b"<p>x</p>" + b"<script>" * 10_000 + b"<title>" * 10_000)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", b"<w:document>" + b"<w:r><w:t>x</w:t></w:r>" * 40_000 + b"</w:document>")
+    huge_xml = bytearray(buf.getvalue())
+    # The document's XML declared at 248 MB, under the zip-bomb cap (as in a real DOCX that
+    # python-docx would load whole, at 1.7 GB).
+    at = huge_xml.rfind(b"PK\x01\x02")
+    huge_xml[at + 24:at + 28] = (248 * 1024 * 1024).to_bytes(4, "little")
+    files["docx-huge-xml"] = (".docx", bytes(huge_xml))
     files["deep-json"] = (".json", b"[" * 100_000 + b"]" * 100_000)
     files["json-huge-number"] = (".json", b'[{"id": 1, "text": "x", "version": 1' + b"0" * 100_000 + b"}]")
     pdf = seeds().get(".pdf")
@@ -96,6 +110,27 @@ def hostile() -> dict[str, tuple[str, bytes]]:
                                      b"2 0 obj << /Type /Pages /Kids [2 0 R] /Count 1 >> endobj\n"
                                      b"trailer << /Root 1 0 R >>\n%%EOF\n")
     return files
+
+
+# Bodies of POST /v1/ask: valid ones to mutate, and hostile ones (deep, huge, invalid Unicode).
+ASK_BODY_SEEDS = [
+    b'{"query": "How often should I grease the bearings on pump P-200?"}',
+    b'{"query": "P-200 \\u00e9 \\ud83d\\ude00", "extra": [1, 2.5, null, true, {"a": "b"}]}',
+]
+HOSTILE_ASK_BODIES = {
+    "nested-arrays": b'{"query": "x", "n": ' + b"[" * 30_000 + b"]" * 30_000 + b"}",
+    "nested-objects": b'{"query": "x", "n": ' + b'{"a":' * 30_000 + b"1" + b"}" * 30_000 + b"}",
+    "huge-integer": b'{"query": "pump", "n": ' + b"9" * 5_000 + b"}",
+    "huge-float": b'{"query": "pump", "n": 1e999999}',
+    "lone-surrogate": b'{"query": "P-200 \\ud800"}',
+    "low-surrogate": b'{"query": "\\udfff bearings"}',
+    "invalid-utf8": b'{"query": "P-200 \xff\xfe"}',
+    "nul-bytes": b'{"query": "P-200\\u0000\\u0000"}',
+    "bom": b'\xef\xbb\xbf{"query": "P-200"}',
+    "utf16": '{"query": "P-200"}'.encode("utf-16"),
+    "top-level-string": b'"P-200"',
+    "empty": b"",
+}
 
 
 def mutate(data: bytes, ops: list[tuple[int, int, int, bytes]]) -> bytes:

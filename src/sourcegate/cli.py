@@ -81,7 +81,7 @@ def cli(ctx: click.Context, home: Path | None, judge_name: str | None, verbose: 
 
 # -- ingest / status ----------------------------------------------------------------------------
 
-def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool = False):
+def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool = False, follow_symlinks: bool = False):
     from rich.console import Console
 
     from .embed import get_embedder
@@ -92,7 +92,9 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     embedder = get_embedder(settings.embedder)
     store = open_store(settings.store_location, embedder.id, embedder.dim, **settings.store_options())
     ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
-                        max_file_bytes=int(settings.max_file_mb * 1024 * 1024))
+                        max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
+                        parse_timeout_s=settings.parse_timeout_s or None, parse_memory_mb=settings.parse_memory_mb or None,
+                        follow_symlinks=follow_symlinks)
     ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
     try:
         if err.is_terminal and not quiet:
@@ -110,6 +112,8 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
             report = ingestor.ingest(paths, prune=prune)
     finally:
         store.close()
+    for path, reason in report.skipped:
+        click.echo(f"skipped: {path}: {reason}", err=True)
     for path, reason in report.failed:
         click.echo(f"failed: {path}: {reason}", err=True)
     return report
@@ -134,14 +138,17 @@ def _open_store_or_fail(settings: Settings, location: str):
 @click.option("--prune", is_flag=True, help="Remove indexed documents that are no longer under the given paths.")
 @click.option("--store", "store_url", metavar="URL",
               help=f"Index to write to: {STORE_HELP} [default: SOURCEGATE_STORE, else the embedded index].")
+@click.option("--follow-symlinks", is_flag=True,
+              help="Ingest files and folders that symlinks lead to outside the given folders (default: skip them).")
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, store_url: str | None) -> None:
+def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, store_url: str | None,
+           follow_symlinks: bool) -> None:
     """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports)."""
     settings = _settings(ctx)
     if store_url:
         settings = settings.model_copy(update={"store_url": store_url})
     _open_store_or_fail(settings, settings.store_location).close()  # a wrong URL fails before any parsing
-    report = run_ingest(settings, list(paths), prune)
+    report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
     click.echo(report.summary())
     if report.interrupted_by is not None:
         ctx.exit(128 + report.interrupted_by)

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     azure_search_api_key: str | None = Field(None, validation_alias=_env("AZURE_SEARCH_API_KEY"))
     embedder: str = Field("use-multilingual", validation_alias=_env("SOURCEGATE_EMBEDDER"))
     max_file_mb: float = Field(50.0, validation_alias=_env("SOURCEGATE_MAX_FILE_MB"))
+    # A budget per file: a file whose parsing takes longer or needs more memory fails, the rest go on.
+    parse_timeout_s: float = Field(120.0, validation_alias=_env("SOURCEGATE_PARSE_TIMEOUT_S"))
+    parse_memory_mb: int = Field(2048, validation_alias=_env("SOURCEGATE_PARSE_MEMORY_MB"))
     chunk_size: int = Field(800, validation_alias=_env("SOURCEGATE_CHUNK_SIZE"))
     chunk_overlap: int = Field(120, validation_alias=_env("SOURCEGATE_CHUNK_OVERLAP"))
 

@@ -16,8 +16,14 @@ SUPPORTED = {".pdf", ".docx", ".md", ".markdown", ".html", ".htm", ".txt", ".jso
 # Hostile input: past these, a file is refused or read as plain text rather than parsed for its
 # structure (parsers of nested structures are quadratic or recursive on such input).
 MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024  # a DOCX (zip) that inflates past this is refused
+# python-docx loads the document's XML whole, as a tree of about 7 times its size: past this,
+# the file is refused (a long manual's text is a few MB of XML).
+MAX_DOCX_XML_BYTES = 64 * 1024 * 1024
 MAX_NESTING = 256  # HTML elements or Markdown quotes and lists nested deeper: read as text
 MAX_MARKUP_LINE = 20_000  # a Markdown line longer than this: the file is read as text
+# markdown-it tries each `[` as the start of a link label: a line of thousands of them is slow
+# (linear, but ~40 µs each). Past this many on one line, the file is read as text.
+MAX_BRACKETS_PER_LINE = 1_000
 
 
 class IngestError(Exception):
@@ -76,12 +82,27 @@ def _markdown_is_pathological(source: str) -> bool:
     """Lines too long or structures too deep for markdown-it's inline and block parsers, which
     take minutes on such input."""
     for line in source.splitlines():
-        if len(line) > MAX_MARKUP_LINE:
+        if len(line) > MAX_MARKUP_LINE or line.count("[") > MAX_BRACKETS_PER_LINE:
             return True
         stripped = line.lstrip(" \t>")
         if len(line) - len(stripped) > MAX_NESTING // 4 and line.strip():
             return True
     return False
+
+
+def _inline_text(tok) -> str:
+    """The text of an inline token: words, code, link texts and image alt texts."""
+    if not tok.children:
+        return tok.content
+    parts: list[str] = []
+    for child in tok.children:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append("\n" if child.type == "hardbreak" else " ")
+        elif child.type == "image":
+            parts.append(_inline_text(child))
+    return "".join(parts)
 
 
 def parse_markdown(path: Path, doc_id: str) -> list[Document]:
@@ -91,7 +112,8 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
     if _markdown_is_pathological(source):
         text = _clean(source)
         _require_text(text, "Markdown file")
-        return [Document(id=doc_id, title=path.stem, text=text)]
+        heading = re.search(r"^#{1,6}[ \t]+(\S[^\n]{0,118})$", text, re.M)
+        return [Document(id=doc_id, title=heading.group(1).strip(" #") if heading else path.stem, text=text)]
     tokens = MarkdownIt("commonmark").enable("table").parse(source)
     blocks: list[str] = []
     headings: list[tuple[int, str]] = []
@@ -103,7 +125,7 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
         tok = tokens[i]
         if tok.type == "heading_open":
             level = int(tok.tag[1])
-            text = tokens[i + 1].content.strip()
+            text = _inline_text(tokens[i + 1]).strip()
             stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
             headings.append((pos, " > ".join(t for _, t in stack)))
             title = title or text
@@ -112,12 +134,10 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
             i += 3
             continue
         if tok.type == "inline" or tok.type in ("fence", "code_block"):
-            text = tok.content.strip()
+            # The words of links and images, without their targets or the emphasis marks: taken
+            # from the parsed inline tokens (linear), not by regexes over the line.
+            text = (_inline_text(tok) if tok.type == "inline" else tok.content).strip()
             if text:
-                # Drop inline markup that carries no meaning for search.
-                text = re.sub(r"!\[([^\]]*)\]\([^)]*\)", r"\1", text)
-                text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
-                text = re.sub(r"[*_`]{1,3}([^*_`]+)[*_`]{1,3}", r"\1", text)
                 blocks.append(text)
                 pos += len(text) + 2
         i += 1
@@ -129,8 +149,11 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
 _HTML_BLOCKS = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "blockquote", "dt", "dd", "figcaption"]
 
 
-_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b[^>]*?(/?)>")
-_HIDDEN_BLOCKS = re.compile(r"<(script|style|noscript|template|svg)\b.*?</\1\s*>", re.S | re.I)
+# `[^<>]` rather than `[^>]`: a scan for a tag's end stops at the next `<`, so `<a ` repeated
+# without a `>` is read in one pass instead of once per `<` (quadratic).
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]*)\b[^<>]*?(/?)>")
+_ANY_TAG = re.compile(r"<[^<>]*>")
+_HIDDEN_OPEN = re.compile(r"<(script|style|noscript|template|svg)\b", re.I)
 _VOID_TAGS = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -151,15 +174,44 @@ def _html_depth(markup: str) -> int:
     return deepest
 
 
+def _drop_hidden_blocks(markup: str) -> str:
+    """Markup without script, style and the like, in one pass: each block's end is searched
+    once, from its start, and an unclosed block drops the rest of the page."""
+    out: list[str] = []
+    pos = 0
+    lower = markup.lower()
+    while True:
+        m = _HIDDEN_OPEN.search(markup, pos)
+        if m is None:
+            out.append(markup[pos:])
+            return " ".join(out)
+        out.append(markup[pos:m.start()])
+        end = lower.find("</" + m.group(1).lower(), m.end())
+        if end < 0:
+            return " ".join(out)
+        close = lower.find(">", end)
+        pos = len(markup) if close < 0 else close + 1
+
+
+def _html_title(markup: str) -> str | None:
+    lower = markup.lower()
+    start = lower.find("<title")
+    if start < 0:
+        return None
+    open_end = lower.find(">", start)
+    close = lower.find("</title", open_end) if open_end >= 0 else -1
+    return markup[open_end + 1:close].strip() if close >= 0 else None
+
+
 def _html_as_text(markup: str, path: Path, doc_id: str) -> list[Document]:
     import html as html_lib
 
-    title = re.search(r"<title[^>]*>(.*?)</title", markup, re.S | re.I)
-    text = _HIDDEN_BLOCKS.sub(" ", markup)
-    text = html_lib.unescape(re.sub(r"<[^>]*>", "\n", text))
+    title = _html_title(markup)
+    text = _drop_hidden_blocks(markup)
+    text = html_lib.unescape(_ANY_TAG.sub("\n", text))
     text = _clean("\n".join(line.strip() for line in text.splitlines() if line.strip()))
     _require_text(text, "HTML page")
-    return [Document(id=doc_id, title=(title.group(1).strip() if title else "") or path.stem, text=text)]
+    return [Document(id=doc_id, title=title or path.stem, text=text)]
 
 
 def parse_html(path: Path, doc_id: str) -> list[Document]:
@@ -168,7 +220,9 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
     markup = decode_text(path.read_bytes())
     if _html_depth(markup) > MAX_NESTING:  # too deep for a tree walk: keep the text, not the structure
         return _html_as_text(markup, path, doc_id)
-    soup = BeautifulSoup(markup, "html.parser")
+    # lxml's HTML parser (libxml2) is linear on broken markup; html.parser is quadratic on
+    # unclosed tags (`<a <a <a ...`).
+    soup = BeautifulSoup(markup, "lxml")
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
         tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None
@@ -200,11 +254,15 @@ def parse_docx(path: Path, doc_id: str) -> list[Document]:
     try:
         with zipfile.ZipFile(path) as z:
             inflated = sum(info.file_size for info in z.infolist())
+            xml = max((info.file_size for info in z.infolist() if info.filename.lower().endswith(".xml")), default=0)
     except Exception as e:
         raise IngestError(f"not a valid DOCX file ({type(e).__name__}: {e})") from None
     if inflated > MAX_UNCOMPRESSED_BYTES:
         raise IngestError(f"the DOCX inflates to {inflated / 1e6:.0f} MB, over the "
                           f"{MAX_UNCOMPRESSED_BYTES / 1e6:.0f} MB limit (a zip bomb?)")
+    if xml > MAX_DOCX_XML_BYTES:
+        raise IngestError(f"the DOCX holds {xml / 1e6:.0f} MB of XML, over the {MAX_DOCX_XML_BYTES / 1e6:.0f} MB "
+                          "that can be read safely: split the document, or save it again from Word")
     try:
         import docx
 
@@ -217,13 +275,20 @@ def parse_docx(path: Path, doc_id: str) -> list[Document]:
 
 
 def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
+    from docx.enum.style import WD_STYLE_TYPE
+
     blocks, headings, stack, pos = [], [], [], 0
     title = (d.core_properties.title or "").strip() or None
+    # Style names by id, resolved once: `Paragraph.style` searches every style for each paragraph.
+    names = {s.style_id: s.name or "" for s in d.styles}
+    default_style = d.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+    default_name = (default_style.name or "") if default_style is not None else ""
     for para in d.paragraphs:
         text = para.text.strip()
         if not text:
             continue
-        style = (para.style.name or "") if para.style is not None else ""
+        style_id = para._p.style
+        style = names.get(style_id, default_name) if style_id else default_name
         m = re.match(r"(?:Heading|Titre)\s*(\d)", style)
         if m or style == "Title":
             level = int(m.group(1)) if m else 0

@@ -19,7 +19,8 @@ from ..embed import Embedder
 from ..models import Chunk, Document
 from ..store import Store
 from .chunker import chunk_document
-from .parsers import SUPPORTED, IngestError, parse_file
+from .budget import BudgetedParser
+from .parsers import SUPPORTED, IngestError
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class IngestReport:
     removed: int = 0
     chunks: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    # Files passed over on purpose (a symlink leading out of the folder), with the reason.
+    skipped: list[tuple[str, str]] = field(default_factory=list)
     # The signal that stopped the run early (every document written is whole; the rest is
     # picked up by the next ingest), or None.
     interrupted_by: int | None = None
@@ -39,6 +42,8 @@ class IngestReport:
     def summary(self) -> str:
         text = (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
                 f"{self.removed} removed, {len(self.failed)} failed ({self.chunks} chunks written)")
+        if self.skipped:
+            text += f"; {len(self.skipped)} skipped"
         if self.interrupted_by is not None:
             text += f"; interrupted by {signal.Signals(self.interrupted_by).name}: run ingest again to finish"
         return text
@@ -53,15 +58,36 @@ def content_hash(doc: Document, salt: str = "") -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def iter_files(root: Path) -> Iterable[Path]:
+def iter_files(root: Path, follow_symlinks: bool = False,
+               skipped: list[tuple[str, str]] | None = None) -> Iterable[Path]:
+    """The supported files under `root`, in a stable order. A symlink whose target lies outside
+    `root` is passed over (named in `skipped`) unless `follow_symlinks`; then linked folders are
+    walked too, each real folder once."""
     if root.is_file():
         yield root
         return
-    for dirpath, dirnames, filenames in os.walk(root):
+    real_root = root.resolve()
+    seen_dirs: set[Path] = set()
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=follow_symlinks):
+        if follow_symlinks:  # a link loop would walk forever
+            real = Path(dirpath).resolve()
+            if real in seen_dirs:
+                dirnames[:] = []
+                continue
+            seen_dirs.add(real)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if not name.startswith(".") and Path(name).suffix.lower() in SUPPORTED:
-                yield Path(dirpath) / name
+            if name.startswith(".") or Path(name).suffix.lower() not in SUPPORTED:
+                continue
+            path = Path(dirpath) / name
+            if path.is_symlink() and not follow_symlinks:
+                target = path.resolve()
+                if target != real_root and real_root not in target.parents:
+                    if skipped is not None:
+                        skipped.append((str(path), f"a symlink to {target}, outside {root}: not followed "
+                                                   "(--follow-symlinks to ingest it)"))
+                    continue
+            yield path
 
 
 def _passage_features_fn() -> Callable[..., dict] | None:
@@ -80,6 +106,20 @@ def _features_version() -> str:
         return f"local:{FEATURES_VERSION}:{load_weights().version}"
     except Exception:  # no local judge: no stored features to keep fresh
         return "none"
+
+
+def _other_owner(existing, source: str) -> str | None:
+    """The file that holds the stored document `existing`, when it is another file that still
+    exists (a file moved or deleted gives its ids up)."""
+    if existing is None or not existing.source_path or existing.source_path == source:
+        return None
+    other = existing.source_path
+    try:
+        if os.path.samefile(other, source):  # one file, stored under its resolved path by an older version
+            return None
+    except OSError:
+        return None  # the other file is gone: the id moved with its content
+    return other
 
 
 class _Stopped(Exception):
@@ -172,9 +212,17 @@ def default_workers() -> int:
 
 class Ingestor:
     def __init__(self, store: Store, embedder: Embedder, *, chunk_size: int = 800, chunk_overlap: int = 120,
-                 max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64, workers: int | None = None):
+                 max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64, workers: int | None = None,
+                 parse_timeout_s: float | None = 120.0, parse_memory_mb: int | None = 2048,
+                 follow_symlinks: bool = False):
         """`workers` > 1 embeds batches in that many forked processes while this one parses and
-        writes; a pool starts only once there is more than one batch of work."""
+        writes; a pool starts only once there is more than one batch of work. Each file is parsed
+        in a child process within `parse_timeout_s` seconds and `parse_memory_mb` megabytes (None
+        for both: in this process, without a budget)."""
+        self.follow_symlinks = follow_symlinks
+        self.parse_timeout_s = parse_timeout_s
+        self.parse_memory_mb = parse_memory_mb
+        self._parser: BudgetedParser | None = None
         self.workers = default_workers() if workers is None else max(1, workers)
         self._pool = None
         self._stop_signal: int | None = None
@@ -212,11 +260,15 @@ class Ingestor:
                     report.interrupted_by = self._stop_signal
                 return report
         finally:
+            if self._parser is not None:
+                self._parser.close()
+                self._parser = None
             self._close_pool(cancel=self._stop.is_set())
             self._inflight.clear()
 
     def _ingest(self, roots: list[Path], prune: bool, progress: Callable[[int, int, str], None] | None) -> IngestReport:
         report = IngestReport()
+        self._parser = BudgetedParser(self.parse_timeout_s, self.parse_memory_mb, should_stop=self._stop.is_set)
         files: list[tuple[Path, Path]] = []
         for root in roots:
             root = Path(root)
@@ -224,8 +276,8 @@ class Ingestor:
                 report.failed.append((str(root), "no such file or directory"))
                 continue
             base = root.parent if root.is_file() else root
-            files.extend((f, base) for f in iter_files(root))
-        seen_ids: set[str] = set()
+            files.extend((f, base) for f in iter_files(root, self.follow_symlinks, report.skipped))
+        seen_ids: dict[str, str] = {}  # document id -> the file it came from in this run
         failed_paths: set[str] = set()
         pending: list[tuple[Document, list[Chunk], str]] = []
         total = len(files)
@@ -235,6 +287,9 @@ class Ingestor:
             if progress:
                 progress(n, total, str(path))
             doc_id = path.relative_to(base).as_posix() if path != base else path.name
+            # The path as found under the root (a symlink stays the link, so that removing the
+            # link is what prune sees).
+            source = os.path.abspath(path)
             try:
                 size = path.stat().st_size
                 if size > self.max_file_bytes:
@@ -244,21 +299,26 @@ class Ingestor:
                     )
                 if size == 0:
                     raise IngestError("empty file")
-                docs = parse_file(path, doc_id)
+                docs = self._parser.parse(path, doc_id)
             except IngestError as e:
                 report.failed.append((str(path), str(e)))
-                failed_paths.add(str(path.resolve()))
+                failed_paths.add(source)
                 continue
             except Exception as e:  # a parser bug must not stop the other files
                 log.debug("parser crash on %s", path, exc_info=True)
                 report.failed.append((str(path), f"could not be parsed ({type(e).__name__}: {e})"))
-                failed_paths.add(str(path.resolve()))
+                failed_paths.add(source)
                 continue
             for doc in docs:
-                seen_ids.add(doc.id)
-                doc.path = str(path.resolve())
-                doc.content_hash = content_hash(doc, self._salt)
+                doc.path = source
                 existing = self.store.get_document(doc.id)
+                owner = seen_ids.get(doc.id) or _other_owner(existing, source)
+                if owner is not None and owner != source:
+                    report.failed.append((str(path), f"document id {doc.id!r} is already taken by {owner}: "
+                                                     "give one of them another id (ids are unique in the library)"))
+                    continue
+                seen_ids[doc.id] = source
+                doc.content_hash = content_hash(doc, self._salt)
                 if existing is not None and existing.content_hash == doc.content_hash:
                     report.unchanged += 1
                     continue
@@ -372,8 +432,10 @@ class Ingestor:
             else:
                 report.updated += 1
 
-    def _prune(self, roots: list[Path], seen_ids: set[str], failed_paths: set[str]) -> int:
-        resolved = [Path(r).resolve() for r in roots]
+    def _prune(self, roots: list[Path], seen_ids: dict[str, str], failed_paths: set[str]) -> int:
+        # Paths are stored as found under the root (absolute, links not resolved); older
+        # indexes stored them resolved: both forms of each root are compared.
+        bases = {p for r in roots for p in (Path(os.path.abspath(r)), Path(r).resolve())}
         removed = 0
         for rec in self.store.list_documents():
             if rec.id in seen_ids or not rec.source_path:
@@ -381,7 +443,7 @@ class Ingestor:
             src = Path(rec.source_path)
             if str(src) in failed_paths:  # a file that failed to parse this time is not gone
                 continue
-            if any(src == r or r in src.parents for r in resolved):
+            if any(src == r or r in src.parents for r in bases):
                 if self.store.delete_document(rec.id):
                     removed += 1
         return removed

@@ -1,0 +1,171 @@
+"""Hostile files at ingest: inputs that made the parsers quadratic are ingested, a file past the
+time or memory budget fails with its reason while the others are ingested, and a DOCX whose XML
+is too big to load is refused by name. (Time against size is measured in bench/bench_parsers.py.)"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from sourcegate.ingest import parsers
+from sourcegate.ingest.parsers import _drop_hidden_blocks, _html_depth, parse_file
+from sourcegate.ingest.pipeline import Ingestor
+from sourcegate.store import open_store
+
+GOOD = "Pump P-200\n\nGrease the bearings every 2,000 hours with lithium grease.\n"
+
+
+@pytest.fixture()
+def store(tmp_path, embedder):
+    s = open_store(tmp_path / "index.db", embedder.id, embedder.dim)
+    yield s
+    s.close()
+
+
+def _ingest(store, embedder, root: Path, **kw):
+    return Ingestor(store, embedder, workers=1, **kw).ingest([root])
+
+
+def test_files_that_were_quadratic_are_ingested(tmp_path, store, embedder):
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "brackets.md").write_text("# Brackets\n\nGrease [the pump](http://x).\n\n"
+                                      + ("[" * 19_000 + "\n") * 10, encoding="utf-8")
+    (root / "anchors.html").write_text("<p>Grease the pump.</p>" + "<a " * 10_000, encoding="utf-8")
+    (root / "scripts.html").write_text("<p>Check the seal.</p>" + "<script>" * 10_000, encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    # A budget far above what a linear parse needs, far below what the quadratic one took (minutes).
+    report = _ingest(store, embedder, root, parse_timeout_s=60)
+    assert report.failed == [] and report.added == 4
+    md = store.get_document("brackets.md")
+    assert md is not None and md.title == "Brackets"
+
+
+def test_markdown_keeps_link_and_image_words_not_targets(tmp_path):
+    path = tmp_path / "links.md"
+    path.write_text("# Pump\n\nSee [the manual](http://example.com/m.pdf) and ![a diagram](d.png) **now**.\n",
+                    encoding="utf-8")
+    text = parse_file(path, "links.md")[0].text
+    assert "See the manual and a diagram now." in text and "example.com" not in text and "**" not in text
+
+
+def test_html_helpers_on_unclosed_markup():
+    assert _html_depth("<div>" * 300) > parsers.MAX_NESTING
+    assert _html_depth("<p>x</p>" + "<a " * 10_000) <= 1
+    assert _drop_hidden_blocks("a<script>x</script>b<style>y") == "a b"
+
+
+def test_a_file_past_the_time_budget_fails_and_the_rest_is_ingested(tmp_path, store, embedder):
+    root = tmp_path / "lib"
+    root.mkdir()
+    # An ordinary but big page: seconds of parsing, against a budget of a fraction of one.
+    (root / "big.html").write_text("<p>Grease the bearings of pump P-200 every week.</p>\n" * 200_000,
+                                   encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    report = _ingest(store, embedder, root, parse_timeout_s=0.2)
+    assert [Path(p).name for p, _ in report.failed] == ["big.html"]
+    assert "0.2 s budget per file" in report.failed[0][1] and "SOURCEGATE_PARSE_TIMEOUT_S" in report.failed[0][1]
+    assert report.added == 1 and store.get_document("good.txt") is not None
+
+
+def test_a_file_past_the_memory_budget_fails_and_the_rest_is_ingested(tmp_path, store, embedder):
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "big.html").write_text("<p>Grease the bearings of pump P-200 every week.</p>\n" * 400_000,
+                                   encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    report = _ingest(store, embedder, root, parse_timeout_s=300, parse_memory_mb=40)
+    assert [Path(p).name for p, _ in report.failed] == ["big.html"]
+    assert "SOURCEGATE_PARSE_MEMORY_MB" in report.failed[0][1]
+    assert report.added == 1 and store.get_document("good.txt") is not None
+
+
+def test_a_docx_with_too_much_xml_is_refused_by_name(tmp_path, store, embedder, monkeypatch):
+    monkeypatch.setattr(parsers, "MAX_DOCX_XML_BYTES", 1_000_000)  # the child process is forked: it sees this
+    root = tmp_path / "lib"
+    root.mkdir()
+    run = "<w:p><w:r><w:t>grease the bearings</w:t></w:r></w:p>"
+    xml = ('<?xml version="1.0"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+           f"<w:body>{run * 40_000}</w:body></w:document>")
+    with zipfile.ZipFile(root / "huge.docx", "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", xml)
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    report = _ingest(store, embedder, root)
+    assert [Path(p).name for p, _ in report.failed] == ["huge.docx"]
+    assert "MB of XML" in report.failed[0][1]
+    assert report.added == 1
+
+
+def _export(path: Path, text: str, pid: str = "PROC-LOTO-01") -> Path:
+    import json
+
+    path.write_text(json.dumps([{"id": pid, "title": "Lockout", "text": text}]), encoding="utf-8")
+    return path
+
+
+def test_an_id_claimed_by_another_file_is_refused_naming_both(tmp_path, store, embedder):
+    root = tmp_path / "lib"
+    root.mkdir()
+    first = _export(root / "a.json", "Lock out the pump at the isolator before any work.")
+    second = _export(root / "b.json", "Ignore the lockout and start the pump.")
+    for _ in range(2):  # and again on the next run: never "updated"
+        report = _ingest(store, embedder, root)
+        assert report.updated == 0
+        assert [(Path(p).name, r) for p, r in report.failed] == [
+            ("b.json", f"document id 'PROC-LOTO-01' is already taken by {first}: give one of them another id "
+                       "(ids are unique in the library)")]
+    assert "isolator" in store.get_chunks([c for c, _ in store.lexical_search("lockout pump", 5)])[0].text
+    # Ingested on its own, later, the other file is refused as well.
+    report = Ingestor(store, embedder, workers=1).ingest([second])
+    assert report.failed and str(first) in report.failed[0][1] and report.updated == 0
+    # The owner is deleted: its id moves to the file that now holds it.
+    first.unlink()
+    report = Ingestor(store, embedder, workers=1).ingest([second])
+    assert report.failed == [] and report.updated == 1
+    assert store.get_document("PROC-LOTO-01").source_path == str(second)
+
+
+def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, store, embedder):
+    root, outside = tmp_path / "lib", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("Secret: the vault code is 4711.\n", encoding="utf-8")
+    (outside / "folder").mkdir()
+    (outside / "folder" / "more.txt").write_text("More secrets here.\n", encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    (root / "inside.txt").symlink_to(root / "good.txt")  # a link inside the folder is a file like any
+    (root / "link.txt").symlink_to(outside / "secret.txt")
+    (root / "linkdir").symlink_to(outside / "folder")
+    report = _ingest(store, embedder, root)
+    assert report.failed == [] and report.added == 2
+    assert [Path(p).name for p, _ in report.skipped] == ["link.txt"]
+    assert "--follow-symlinks" in report.skipped[0][1] and str(outside / "secret.txt") in report.skipped[0][1]
+    assert store.get_document("link.txt") is None and store.get_document("linkdir/more.txt") is None
+
+    report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root])
+    assert report.added == 2 and report.skipped == []
+    assert store.get_document("link.txt") is not None and store.get_document("linkdir/more.txt") is not None
+    # Prune treats a link like a file: removing the link removes its document.
+    (root / "link.txt").unlink()
+    report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root], prune=True)
+    assert report.removed == 1 and store.get_document("link.txt") is None
+    assert store.get_document("linkdir/more.txt") is not None
+
+
+def test_cli_names_skipped_links(tmp_path):
+    from click.testing import CliRunner
+
+    from sourcegate.cli import cli
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (tmp_path / "secret.txt").write_text("Secret text.\n", encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    (root / "link.txt").symlink_to(tmp_path / "secret.txt")
+    r = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "ingest", str(root)])
+    assert r.exit_code == 0, r.output
+    assert f"skipped: {root / 'link.txt'}: a symlink to {tmp_path / 'secret.txt'}" in r.output
+    assert "1 added" in r.output and "1 skipped" in r.output
