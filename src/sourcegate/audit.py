@@ -108,6 +108,21 @@ def redact_query(query: str) -> dict:
     return {"redacted": True, "sha256": hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()}
 
 
+# Below this much free space on the log's disk, the log counts as unwritable (a record is a few kB).
+MIN_FREE_BYTES = 64 * 1024
+
+
+def _free_bytes(fd: int) -> int:
+    """Free space on the file system of `fd` for this user (root may use the reserved blocks)."""
+    try:
+        st = os.fstatvfs(fd)
+    except OSError:
+        return MIN_FREE_BYTES
+    if st.f_blocks == 0:  # not a disk (a device such as /dev/null)
+        return MIN_FREE_BYTES
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+
+
 def _last_line(fd: int, size: int) -> bytes | None:
     """The last complete line of the file open at `fd` (without its newline), or None if empty."""
     if size == 0:
@@ -153,21 +168,52 @@ class AuditLog:
         self.key = key or None
         self._lock = threading.Lock()
         self.index = AuditIndex(self.path)
+        # The size of the last record that could not be written (a full disk), until one is.
+        self._failed_size: int | None = None
 
     def check_writable(self) -> None:
-        """Raise AuditWriteError unless the log can be opened for appending (created if missing)."""
+        """Raise AuditWriteError unless the log can be opened for appending (created if missing)
+        and, after a write failed, unless its file system has room for that record again."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if self._failed_size is not None:
+                    self._probe_room(fd, self._failed_size)
+                elif _free_bytes(fd) < MIN_FREE_BYTES:
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            finally:
+                os.close(fd)
         except OSError as e:
             raise AuditWriteError(self.path, e) from None
+
+    def _probe_room(self, fd: int, need: int) -> None:
+        """Reserve `need` bytes past the end of the log and give them back (under the file lock,
+        so no writer sees them): OSError (ENOSPC) while the disk is still full. Opening a file
+        succeeds on a full disk; only a write, or this, tells."""
+        with self._lock:
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                try:
+                    os.posix_fallocate(fd, size, max(need, 4096))
+                finally:
+                    if os.fstat(fd).st_size != size:
+                        os.ftruncate(fd, size)
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
 
     def append(self, record: dict) -> dict:
         """Append one sealed, chained record; AuditWriteError if it cannot be written whole."""
         try:
-            return self._append(record)
+            sealed = self._append(record)
         except OSError as e:
+            self._failed_size = len(canonical_json(record).encode("utf-8", "replace")) + 256
             raise AuditWriteError(self.path, e) from None
+        self._failed_size = None
+        return sealed
 
     def _append(self, record: dict) -> dict:
         body = {k: v for k, v in record.items() if k not in (HASH_FIELD, PREV_FIELD, SEQ_FIELD)}

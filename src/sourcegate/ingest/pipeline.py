@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -33,6 +34,8 @@ class IngestReport:
     removed: int = 0
     chunks: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)
+    # Why the run stopped before the end (a full disk), or None.
+    stopped: str | None = None
     # Files passed over on purpose (a symlink leading out of the folder), with the reason.
     skipped: list[tuple[str, str]] = field(default_factory=list)
     # The signal that stopped the run early (every document written is whole; the rest is
@@ -124,6 +127,19 @@ def _other_owner(existing, source: str) -> str | None:
 
 class _Stopped(Exception):
     """Raised inside the ingestor when a stop was requested."""
+
+
+class _DiskFull(Exception):
+    """The store's disk is full: nothing more can be written, the run stops."""
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """A write refused for lack of space, from SQLite, PostgreSQL or the OS."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(e).lower()
+    return ("database or disk is full" in text or "disk is full" in text or "no space left" in text
+            or getattr(e, "sqlstate", None) == "53100")
 
 
 @contextmanager
@@ -277,6 +293,20 @@ class Ingestor:
                 continue
             base = root.parent if root.is_file() else root
             files.extend((f, base) for f in iter_files(root, self.follow_symlinks, report.skipped))
+        try:
+            return self._ingest_files(files, roots, prune, progress, report)
+        except _DiskFull as e:
+            report.failed.append((self._store_location(), str(e)))
+            report.stopped = str(e)
+            self._inflight.clear()
+            self._close_pool(cancel=True)  # the batches being embedded could not be written either
+            return report
+
+    def _store_location(self) -> str:
+        return str(getattr(self.store, "path", None) or type(self.store).__name__)
+
+    def _ingest_files(self, files: list[tuple[Path, Path]], roots: list[Path], prune: bool,
+                      progress: Callable[[int, int, str], None] | None, report: IngestReport) -> IngestReport:
         seen_ids: dict[str, str] = {}  # document id -> the file it came from in this run
         failed_paths: set[str] = set()
         pending: list[tuple[Document, list[Chunk], str]] = []
@@ -424,6 +454,10 @@ class Ingestor:
             try:
                 self.store.upsert_document(doc, chunks, vecs, fts, source_path=doc.path)
             except Exception as e:
+                if is_disk_full(e):  # every next write would fail the same way: stop here
+                    raise _DiskFull(f"disk full at {self._store_location()} while writing {doc.path or doc.id} "
+                                    "(nothing of it was written; the documents before it are whole): free space, "
+                                    "then run ingest again") from None
                 report.failed.append((doc.path or doc.id, f"could not be written to the index ({e})"))
                 continue
             report.chunks += len(chunks)

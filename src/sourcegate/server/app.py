@@ -54,6 +54,10 @@ _REQUEST_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _AUDIT_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 # How long a question that arrives while the server starts waits for the library to load.
 STARTUP_WAIT_S = 60.0
+# Seconds between attempts to open a library that could not be opened (then every last one).
+LOAD_RETRY_S = (1, 2, 5, 10)
+# A readiness check that takes longer than this (a store that does not answer) says not ready.
+READINESS_TIMEOUT_S = 5.0
 
 # The request id of the HTTP request being served, so the MCP tool handler can log it.
 current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("sourcegate_request_id", default=None)
@@ -293,6 +297,7 @@ class _GateHolder:
         self.owned = gate is None
         self.load_error: str | None = None  # exception type only: clients see it in /readyz
         self._loaded: anyio.Event | None = None
+        self._store_probe: tuple[float, str | None] | None = None
 
     def get_sync(self) -> SourceGate:
         with self._lock:
@@ -309,20 +314,31 @@ class _GateHolder:
         self._loaded = anyio.Event()
 
     async def load(self) -> None:
-        try:
-            await anyio.to_thread.run_sync(self.get_sync)
-        except Exception as e:
-            self.load_error = type(e).__name__
-            log.error("the library could not be opened: %s", e, extra={"error": type(e).__name__})
-        finally:
-            if self._loaded is not None:
-                self._loaded.set()
+        """Open the library, and keep trying while it cannot be opened (a store locked or
+        unreachable at start): the server becomes ready by itself once it can."""
+        delays = iter(LOAD_RETRY_S)
+        delay = LOAD_RETRY_S[0]
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.get_sync)
+                self.load_error = None
+                break
+            except Exception as e:
+                self.load_error = type(e).__name__
+                delay = next(delays, delay)
+                log.error("the library could not be opened (trying again in %s s): %s", delay, e,
+                          extra={"error": type(e).__name__})
+            finally:
+                if self._loaded is not None:
+                    self._loaded.set()
+            await anyio.sleep(delay)
 
     async def get(self) -> SourceGate:
         if self.gate is not None:
             return self.gate
         if self.load_error is not None:
-            raise Unavailable("the library could not be opened; the operator must check the server log", "not_ready")
+            raise Unavailable("the library cannot be opened now (the server keeps trying; the operator can see why "
+                              "in the server log)", "not_ready", retry_after=LOAD_RETRY_S[-1])
         if self._loaded is not None:
             with anyio.move_on_after(STARTUP_WAIT_S):
                 await self._loaded.wait()
@@ -342,11 +358,29 @@ class _GateHolder:
             return e
         return None
 
+    def store_problem(self) -> str | None:
+        """Why the store cannot be read now, or None; probed at most once a second."""
+        now = time.monotonic()
+        if self._store_probe is not None and now - self._store_probe[0] < 1.0:
+            return self._store_probe[1]
+        problem = None
+        try:
+            assert self.gate is not None
+            self.gate.store.get_document("readiness-probe")
+        except Exception as e:
+            problem = type(e).__name__
+            log.warning("the store cannot be read", extra={"error": problem})
+        self._store_probe = (time.monotonic(), problem)
+        return problem
+
     def readiness(self) -> tuple[bool, str]:
+        """(ready, state). Runs in a worker thread: it touches the audit log's disk and the store."""
         if self.gate is None:
             return False, "starting" if self.load_error is None else "unavailable"
         if self.audit_problem() is not None:
             return False, "audit_log_unwritable"
+        if self.store_problem() is not None:
+            return False, "store_unreachable"
         return True, "ready"
 
     def audit(self) -> AuditLog | None:
@@ -465,6 +499,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
                     yield
                 finally:
                     mcp_endpoint.manager = None
+            tasks.cancel_scope.cancel()  # a library still being retried is not waited for
         if holder.owned and holder.gate is not None:
             holder.gate.close()
             holder.gate = None
@@ -564,18 +599,21 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
         verified = verify(record, settings.audit_key)
         return JSONResponse(record, headers={"x-audit-verified": "true" if verified else "false"})
 
-    def health() -> dict:
-        ready, state = holder.readiness()
+    async def health() -> dict:
+        ready, state = False, "store_unreachable"
+        with anyio.move_on_after(READINESS_TIMEOUT_S):
+            ready, state = await anyio.to_thread.run_sync(holder.readiness, abandon_on_cancel=True)
         return {"status": "ok", "alive": True, "ready": ready, "state": state,
                 "in_flight": admission.running, "queued": admission.waiting}
 
     async def healthz(request: Request) -> Response:
         """Alive: the process answers. The body says whether it is also ready."""
-        return JSONResponse(health())
+        return JSONResponse(await health())
 
     async def readyz(request: Request) -> Response:
-        """Ready: the library is loaded and answers can be recorded (503 until then)."""
-        body = health()
+        """Ready: the library is loaded, the store answers and answers can be recorded (503
+        otherwise)."""
+        body = await health()
         return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
     async def metrics_endpoint(request: Request) -> Response:

@@ -241,8 +241,11 @@ class SqliteStore:
                     f"The index {self.path} was built with embedder {stored['embedder']} ({stored['dim']}-d), not "
                     f"{self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or a fresh SOURCEGATE_HOME."
                 )
+            # Only what is missing: opening an index must not need the write lock, which another
+            # process (an ingest) may hold for a long time.
             for k, v in (("embedder", self.embedder_id), ("dim", str(self.dim)), ("vector_backend", self.vector_backend)):
-                c.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (k, v))
+                if k not in stored:
+                    c.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (k, v))
 
     # -- writes -------------------------------------------------------------------------------
     def _delete_chunks(self, doc_id: str) -> None:
@@ -292,7 +295,10 @@ class SqliteStore:
                     )
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (a full disk): a second ROLLBACK
+                # would fail and hide the reason.
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
                 raise
             finally:
                 self._invalidate()
@@ -306,7 +312,10 @@ class SqliteStore:
                 n = c.execute("DELETE FROM documents WHERE id=?", (doc_id,)).rowcount
                 c.execute("COMMIT")
             except BaseException:
-                c.execute("ROLLBACK")
+                # SQLite rolls back by itself on some errors (a full disk): a second ROLLBACK
+                # would fail and hide the reason.
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
                 raise
         return n > 0
 
