@@ -96,13 +96,16 @@ def free_socket() -> socket.socket:
 
 
 @contextmanager
-def running_server(app) -> Iterator[str]:
-    """Serve `app` with uvicorn on 127.0.0.1 in a background thread; yield its base URL."""
+def running_server(app, settings: Settings | None = None) -> Iterator[str]:
+    """Serve `app` with uvicorn on 127.0.0.1 in a background thread, configured as `sourcegate
+    serve` configures it; yield its base URL."""
     import uvicorn
+
+    from sourcegate.server.app import server_config
 
     sock = free_socket()
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on"))
+    server = uvicorn.Server(server_config(app, settings or Settings(_env_file=None)))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

@@ -96,3 +96,9 @@ class Candidate:
     passage_features: dict[str, Any] | None = None
     # The stored embedding of the chunk, when the store returns it.
     embedding: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # Whatever a document claimed, only an http(s) URL reaches an answer, a tool result or the page.
+        from .inert import safe_url
+
+        self.url = safe_url(self.url)

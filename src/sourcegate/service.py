@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from .answer import Writer, WrittenAnswer, assemble_parts
 from .audit import AuditLog, redact_query
+from .inert import inert_markup
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
 from .gate import GateThresholds, Route, Status, apply_gate, guidance
@@ -258,7 +259,7 @@ class SourceGate:
         result = AskResult(
             status=status.value,
             guidance=guidance(status, degraded),
-            answer=written.text,
+            answer=inert_markup(written.text),
             evidence=evidence,
             conflicts=conflicts,
             excluded=excluded,

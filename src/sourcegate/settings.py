@@ -131,6 +131,10 @@ class Settings(BaseSettings):
     serve_max_queue: int = Field(16, ge=0, validation_alias=_env("SERVE_MAX_QUEUE"))
     serve_queue_timeout_s: float = Field(2.5, gt=0, validation_alias=_env("SERVE_QUEUE_TIMEOUT_S"))
     serve_shutdown_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("SERVE_SHUTDOWN_TIMEOUT_S"))
+    # How long an idle keep-alive connection stays open. Longer than clients keep theirs (httpx:
+    # 5 s, browsers: seconds, load balancers: 60 s), so that the client, not the server, closes it:
+    # otherwise a request sent as the server closes the connection is lost on the way.
+    serve_keep_alive_s: float = Field(75.0, gt=0, validation_alias=_env("SERVE_KEEP_ALIVE_S"))
     # /metrics: this key when set, else MCP_API_KEY when set, else open.
     metrics_api_key: str | None = Field(None, validation_alias=_env("METRICS_API_KEY"))
 

@@ -167,7 +167,12 @@ class GuardMiddleware:
         async def send_wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
                 code["status"] = message["status"]
-                message = {**message, "headers": [*message.get("headers", []), (b"x-request-id", rid.encode())]}
+                extra = [(b"x-request-id", rid.encode())]
+                if message["status"] == 503:
+                    # A client told to come back later does not keep an idle connection meanwhile:
+                    # it opens a fresh one, which the server cannot close under it.
+                    extra.append((b"connection", b"close"))
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
         try:
@@ -660,6 +665,14 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
                     "Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_api_key:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the library")
+    uvicorn.Server(server_config(create_app(settings), settings, host=host, port=port)).run()
+
+
+def server_config(app: ASGIApp, settings: Settings, **kw: Any):
+    """uvicorn's configuration for `app` (`sourcegate serve`, and the tests that serve it)."""
+    import uvicorn
+
     # SIGTERM: stop accepting, let the questions in flight finish (and be audited), then exit.
-    uvicorn.run(create_app(settings), host=host, port=port, log_config=None, access_log=False,
-                timeout_graceful_shutdown=settings.serve_shutdown_timeout_s)
+    return uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                          timeout_graceful_shutdown=settings.serve_shutdown_timeout_s,
+                          timeout_keep_alive=settings.serve_keep_alive_s, **kw)

@@ -15,6 +15,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
+from ..inert import inert_markup
 from ..service import AskResult, QueryError
 from ..settings import Settings
 from .admission import Unavailable
@@ -175,7 +176,7 @@ def result_text(data: dict[str, Any]) -> str:
         lines.append("")
         lines.append("sources:")
         for n, p in enumerate(sources, start=1):
-            lines.append(f"[{n}] {p['title']} ({p['doc_id']})" + (f" {p['url']}" if p.get("url") else ""))
+            lines.append(inert_markup(f"[{n}] {p['title']} ({p['doc_id']})") + (f" {p['url']}" if p.get("url") else ""))
     writer = data.get("writer") or {}
     if writer.get("path") in ("local", "cloud"):
         lines.append(f"written by: {writer.get('model') or 'a language model'} ({writer['path']}); "
