@@ -12,9 +12,25 @@ from .settings import Settings
 
 DEMO_DIR = Path(__file__).parent / "demo"
 
+# Column headers of the five gate questions in tables.
+QUESTION_LABELS = {"is_relevant": "relevant", "contains_answer_evidence": "evidence",
+                   "contradicts_query_premise": "contradicts", "contains_prompt_injection": "injection",
+                   "is_superseded": "superseded"}
+
+
+def format_table(header: list[str], rows: list[list[str]]) -> str:
+    """Plain columns under a header line, two spaces apart: readable in a terminal, in a file, and
+    through `cut`, `grep` or `column` (no box drawing, no wrapping); the last column is not padded."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+
+    def line(cells) -> str:
+        return "  ".join([str(c).ljust(w) for c, w in zip(cells, widths)] + [str(cells[-1])]).rstrip()
+
+    return "\n".join([line(header), line(["-" * len(h) for h in header]), *(line(r) for r in rows)])
+
 
 def _settings(ctx: click.Context) -> Settings:
-    return ctx.obj["settings"]
+    return ctx.find_root().obj["settings"]
 
 
 def _gate(settings: Settings, **kw):
@@ -23,16 +39,40 @@ def _gate(settings: Settings, **kw):
     return SourceGate(settings, **kw)
 
 
+def _library(settings: Settings, *, require_documents: bool = True):
+    """The settings' store, opened; a missing, empty, unreachable or mistyped index ends the
+    command with one line (see `library.open_library`)."""
+    from .embed import get_embedder
+    from .library import open_library
+
+    embedder = get_embedder(settings.embedder)
+    return open_library(settings, embedder.id, embedder.dim, require_documents=require_documents)
+
+
+def _library_gate(settings: Settings, **kw):
+    """A SourceGate on the settings' library, refused when the library holds nothing."""
+    store = _library(settings)
+    try:
+        return _gate(settings, store=store, **kw)
+    except BaseException:
+        store.close()
+        raise
+
+
 class _Group(click.Group):
     """Storage faults (a read-only or full home, a locked or corrupt index, an audit log that
-    cannot be written) end in one line naming the file and the fix, not a traceback."""
+    cannot be written) and a library that cannot answer (missing, empty, unreachable, a store URL
+    of the wrong form) end in one line naming the location and the fix, not a traceback."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except Exception as e:
+            from .library import LibraryUnavailable
             from .storage_errors import describe
 
+            if isinstance(e, LibraryUnavailable):
+                raise click.ClickException(str(e)) from None
             settings = (ctx.obj or {}).get("settings")
             if isinstance(e, (click.exceptions.Exit, click.ClickException, click.Abort)) or settings is None:
                 raise
@@ -42,29 +82,44 @@ class _Group(click.Group):
             raise click.ClickException(message) from None
 
 
-@click.group(cls=_Group)
-@click.option("--home", type=click.Path(path_type=Path), envvar="SOURCEGATE_HOME",
-              help="Folder holding the index and the audit log [env SOURCEGATE_HOME, default ./.sourcegate].")
-@click.option("--judge", "judge_name", type=click.Choice(["local", "typesafe", "recorded", "llm"]), envvar="SOURCEGATE_JUDGE",
-              help="Judge backend [env SOURCEGATE_JUDGE, default local].")
-@click.option("-v", "--verbose", count=True,
-              help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info].")
-@click.version_option(package_name="sourcegate")
-@click.pass_context
-def cli(ctx: click.Context, home: Path | None, judge_name: str | None, verbose: int) -> None:
-    """sourcegate: answer only when a source supports it."""
-    overrides = {}
-    if home is not None:
-        overrides["home"] = home
-    if judge_name is not None:
-        overrides["judge"] = judge_name
-    if verbose:
-        overrides["log_level"] = "debug" if verbose > 1 else "info"
+# Global options are taken before or after the subcommand: `sourcegate --home H ask Q` and
+# `sourcegate ask Q --home H` are the same command. Each occurrence updates the settings.
+
+def _remember(ctx: click.Context, param: click.Parameter, value):
+    if value is None or (param.name == "verbose" and not value):
+        return value
+    obj = ctx.find_root().ensure_object(dict)
+    given = obj.setdefault("global", {})
+    given[param.name] = given.get(param.name, 0) + value if param.name == "verbose" else value
+    if "settings" in obj:  # after the subcommand name: the settings were built from what came before
+        _configure(ctx.find_root())
+    return value
+
+
+def _global_params() -> list[click.Option]:
+    return [
+        click.Option(["--home"], type=click.Path(path_type=Path), expose_value=False, callback=_remember,
+                     help="Folder holding the index and the audit log [env SOURCEGATE_HOME, default ./.sourcegate]."),
+        click.Option(["--store", "store_url"], metavar="URL", expose_value=False, callback=_remember,
+                     help=f"Index location: {STORE_HELP} [env SOURCEGATE_STORE, default HOME/index.db]."),
+        click.Option(["--judge", "judge"], type=click.Choice(["local", "typesafe", "recorded", "llm"]),
+                     expose_value=False, callback=_remember, help="Judge backend [env SOURCEGATE_JUDGE, default local]."),
+        click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_remember,
+                     help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info]."),
+    ]
+
+
+def _configure(ctx: click.Context) -> None:
+    """Build the settings from the environment and the global options given so far; set up logs."""
+    given = ctx.obj.get("global", {})
+    overrides = {k: v for k, v in given.items() if k != "verbose"}
+    if given.get("verbose"):
+        overrides["log_level"] = "debug" if given["verbose"] > 1 else "info"
     try:
         settings = Settings(**overrides)
     except Exception as e:
         raise click.ClickException(f"invalid settings: {e}") from None
-    ctx.obj = {"settings": settings}
+    ctx.obj["settings"] = settings
     from .embed import configure_model_cache
     from .logs import configure_logging, parse_level
 
@@ -77,6 +132,21 @@ def cli(ctx: click.Context, home: Path | None, judge_name: str | None, verbose: 
         level = logging.INFO
     configure_logging(level or logging.WARNING, human=level is None)
     configure_model_cache(settings.cache_dir)
+
+
+STORE_HELP = ("sqlite:///relative/index.db, sqlite:////absolute/index.db, postgresql://user:password@host/db "
+              "or azure://SERVICE.search.windows.net/INDEX")
+
+
+@click.group(cls=_Group, params=_global_params())
+@click.version_option(package_name="sourcegate")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """sourcegate: answer only when a source supports it.
+
+    The global options (--home, --store, --judge, -v) go before or after the command."""
+    ctx.ensure_object(dict)
+    _configure(ctx)
 
 
 # -- ingest / status ----------------------------------------------------------------------------
@@ -119,9 +189,6 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     return report
 
 
-STORE_HELP = "sqlite:///path/index.db, postgresql://user:password@host/db or azure://SERVICE.search.windows.net/INDEX"
-
-
 def _open_store_or_fail(settings: Settings, location: str):
     from .embed import get_embedder
     from .store import open_store
@@ -136,18 +203,14 @@ def _open_store_or_fail(settings: Settings, location: str):
 @cli.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--prune", is_flag=True, help="Remove indexed documents that are no longer under the given paths.")
-@click.option("--store", "store_url", metavar="URL",
-              help=f"Index to write to: {STORE_HELP} [default: SOURCEGATE_STORE, else the embedded index].")
 @click.option("--follow-symlinks", is_flag=True,
               help="Ingest files and folders that symlinks lead to outside the given folders (default: skip them).")
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, store_url: str | None,
-           follow_symlinks: bool) -> None:
-    """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports)."""
+def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_symlinks: bool) -> None:
+    """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports) into the
+    index (--store, else HOME/index.db)."""
     settings = _settings(ctx)
-    if store_url:
-        settings = settings.model_copy(update={"store_url": store_url})
-    _open_store_or_fail(settings, settings.store_location).close()  # a wrong URL fails before any parsing
+    _library(settings, require_documents=False).close()  # a wrong URL fails before any parsing
     report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
     click.echo(report.summary())
     if report.interrupted_by is not None:
@@ -161,12 +224,8 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, store_url: 
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
     """What is indexed: documents and chunks by status, index path, embedder."""
-    from .embed import get_embedder
-    from .store import open_store
-
     s = _settings(ctx)
-    embedder = get_embedder(s.embedder)
-    store = open_store(s.store_location, embedder.id, embedder.dim, **s.store_options())
+    store = _library(s)
     st = store.stats()
     backend = getattr(store, "vector_backend", None)
     store.close()
@@ -201,12 +260,17 @@ def store_copy(ctx: click.Context, src: str, dst: str, prune: bool) -> None:
     postgresql://user:password@host/db or azure://SERVICE.search.windows.net/INDEX. Nothing is
     embedded again; documents already in DST with the same content are skipped, so an interrupted
     copy can be run again."""
-    from .store import store_kind
+    from .store import StoreURLError, describe_location, sqlite_path, store_kind
     from .store.copy import copy_store
 
     s = _settings(ctx)
-    if store_kind(src) == "sqlite" and not Path(src.removeprefix("sqlite:///")).is_file():
-        raise click.ClickException(f"no index at {src}: give the path of an index.db (sourcegate status shows it)")
+    try:
+        kinds = store_kind(src), store_kind(dst)
+    except StoreURLError as e:
+        raise click.ClickException(str(e)) from None
+    if kinds[0] == "sqlite" and not sqlite_path(src).expanduser().is_file():
+        raise click.ClickException(f"no index at {describe_location(src)}: give the path of an index.db "
+                                   "(sourcegate status shows it)")
     source = _open_store_or_fail(s, src)
     try:
         target = _open_store_or_fail(s, dst)
@@ -267,7 +331,7 @@ def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> No
     if writer is not None:
         settings = settings.model_copy(update={"writer": writer})
     try:
-        gate = _gate(settings)
+        gate = _library_gate(settings)
     except ValueError as e:  # an llm writer without its endpoint settings
         raise click.ClickException(str(e)) from None
     try:
@@ -295,11 +359,7 @@ def _undecodable(text: str) -> str | None:
 
 
 def ensure_demo_corpus(settings: Settings) -> None:
-    from .embed import get_embedder
-    from .store import open_store
-
-    embedder = get_embedder(settings.embedder)
-    store = open_store(settings.store_location, embedder.id, embedder.dim, **settings.store_options())
+    store = _library(settings, require_documents=False)
     try:
         present = store.get_document("PROC-P200-BRG-R2") is not None
     finally:
@@ -328,15 +388,22 @@ def demo(ctx: click.Context) -> None:
         results = _run_with_progress(gate, cases)
     finally:
         gate.close()
-    table = Table(title="sourcegate demo", show_lines=False)
-    for col in ("question", "expected", "got", "sources", ""):
-        table.add_column(col, overflow="fold")
     short = {"answer_from_evidence": "answer", "premise_conflict": "conflict", "insufficient_evidence": "abstain"}
-    for r in results:
-        table.add_row(r.case.query, short[r.case.expected_status], short[r.status],
-                      ", ".join(r.evidence_doc_ids or r.conflict_doc_ids) or "-",
-                      "ok" if r.correct else "MISS: " + "; ".join(FAILURE_TEXT[k] for k in r.failure_reasons))
-    Console().print(table)
+    header = ["question", "expected", "got", "sources", "result"]
+    rows = [[r.case.query, short[r.case.expected_status], short[r.status],
+             ", ".join(r.evidence_doc_ids or r.conflict_doc_ids) or "-",
+             "ok" if r.correct else "MISS: " + "; ".join(FAILURE_TEXT[k] for k in r.failure_reasons)]
+            for r in results]
+    console = Console()
+    if console.is_terminal:
+        table = Table(title="sourcegate demo", show_lines=False)
+        for col in header:
+            table.add_column(col, overflow="fold")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    else:  # piped or redirected: one line per question, no wrapping
+        click.echo(format_table(header, rows))
     m = metrics(results)
     click.echo(f"{sum(r.correct for r in results)}/{len(results)} as expected; accuracy {m['accuracy']} "
                f"(status accuracy {m['status_accuracy']}), "
@@ -369,7 +436,23 @@ def _run_with_progress(gate, cases):
 @click.option("--report", "report_path", type=click.Path(dir_okay=False, path_type=Path), help="Write an HTML report with plots.")
 @click.pass_context
 def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | None) -> None:
-    """Run labelled questions (JSONL) through the gate and report the metrics."""
+    """Run labelled questions through the gate and report the metrics.
+
+    \b
+    FILE holds one JSON object per line:
+      query               the question (required)
+      expected_status     answer_from_evidence, premise_conflict or insufficient_evidence (required)
+      expected_sources    document ids of which an answer or conflict must cite at least one
+      forbidden_sources   document ids that must never be used (an archived revision, a forum note)
+      kind                a label to group the figures by (factual, false_premise, absent, ...)
+      blind               true for questions written without running the judge on them first
+    \b
+    Example:
+      {"query": "How often should I grease pump P-200?", "expected_status": "answer_from_evidence",
+       "expected_sources": ["PROC-P200-BRG-R2"], "forbidden_sources": ["PROC-P200-BRG-R1"]}
+
+    A document id is the id of a JSON export item, else the file's path relative to the folder
+    given to `ingest` (`sourcegate status` counts them; the audit record lists them)."""
     from .evaluation.cases import load_cases
     from .evaluation.runner import metrics
 
@@ -377,7 +460,7 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
         cases = load_cases(file)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    gate = _gate(_settings(ctx))
+    gate = _library_gate(_settings(ctx))
     try:
         results = _run_with_progress(gate, cases)
     finally:
@@ -413,14 +496,20 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
 
 @cli.command()
 @click.argument("file", type=click.File("r", encoding="utf-8"))
-@click.option("--json", "as_json", is_flag=True, default=True, help="Print one JSON object per input line (default).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object per input line ({\"query\", \"id\", \"model\", \"scores\"}) instead of a table.")
 @click.pass_context
 def judge(ctx: click.Context, file, as_json: bool) -> None:
-    """Score (query, text) pairs: JSONL `{"query", "text", "title"?}` in, five scores per line out."""
+    """Score (query, passage) pairs with the judge alone (no index is read).
+
+    FILE holds one JSON object per line: "query" and "text" (the passage), optional "title",
+    "id", "status" and "source_type". Prints the five scores of each line, in input order."""
     from .judges import JudgeInput, make_judge
+    from .models import QUESTIONS
 
     s = _settings(ctx)
     j = make_judge(s)
+    rows: list[list[str]] = []
     for n, line in enumerate(file, start=1):
         if not line.strip():
             continue
@@ -436,7 +525,14 @@ def judge(ctx: click.Context, file, as_json: bool) -> None:
                "scores": pj.scores.rounded() if pj.scores else None}
         if pj.error:
             out["error"] = pj.error
-        click.echo(json.dumps(out, ensure_ascii=False))
+        if as_json:
+            click.echo(json.dumps(out, ensure_ascii=False))
+        else:
+            scores = pj.scores.rounded(2) if pj.scores else {}
+            rows.append([str(out["id"])] + [f"{scores[q]:.2f}" if q in scores else "-" for q in QUESTIONS]
+                        + [pj.error or query])
+    if not as_json:
+        click.echo(format_table(["id", *QUESTION_LABELS.values(), "query (or error)"], rows))
 
 
 # -- serving, replay, tuning (their modules hold the logic) ------------------------------------------
@@ -450,17 +546,20 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     from .server.app import serve as run_server
 
     _check_writer(_settings(ctx))
+    _library(_settings(ctx)).close()
     run_server(_settings(ctx), host=host, port=port)
 
 
 @cli.command()
-@click.option("--stdio", is_flag=True, required=True, help="Serve the MCP tool over standard input and output.")
+@click.option("--stdio", is_flag=True, hidden=True, help="Standard input and output (the default and only transport here).")
 @click.pass_context
 def mcp(ctx: click.Context, stdio: bool) -> None:
-    """Serve the MCP tool over stdio, for desktop clients."""
+    """Serve the MCP tool over standard input and output, for desktop clients (`serve` has it
+    over HTTP at /mcp)."""
     from .server.mcp_tool import run_stdio
 
     _check_writer(_settings(ctx))
+    _library(_settings(ctx)).close()
     run_stdio(_settings(ctx))
 
 
@@ -513,6 +612,9 @@ def _register_commands() -> None:
 
     cli.add_command(replay_cmd)
     cli.add_command(tune_cmd)
+    for command in cli.commands.values():  # the global options, after the subcommand too
+        if not isinstance(command, click.Group):
+            command.params.extend(_global_params())
 
 
 _register_commands()

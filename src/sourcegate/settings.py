@@ -22,7 +22,8 @@ class Settings(BaseSettings):
     # Where the embedded index and the audit log live. (Not a field named `home`: environment
     # variables also match field names, and every shell has HOME.)
     sourcegate_home: Path = Field(Path(".sourcegate"), validation_alias=_env("SOURCEGATE_HOME"))
-    # Store URL: "sqlite:///path/to/index.db" (default: SOURCEGATE_HOME/index.db),
+    # Store URL: "sqlite:///relative/index.db", "sqlite:////absolute/index.db" (default:
+    # SOURCEGATE_HOME/index.db),
     # "postgresql://user:password@host/db" or "azure://SERVICE.search.windows.net/INDEX".
     store_url: str | None = Field(None, validation_alias=_env("SOURCEGATE_STORE"))
     azure_search_api_key: str | None = Field(None, validation_alias=_env("AZURE_SEARCH_API_KEY"))
@@ -177,8 +178,11 @@ class Settings(BaseSettings):
 
     @property
     def index_path(self) -> Path:
-        if self.store_url and self.store_url.startswith("sqlite:///"):
-            return Path(self.store_url[len("sqlite:///"):])
+        """The embedded index's file (relative paths are relative to the working directory)."""
+        if self.store_url and (self.store_url.startswith("sqlite:///") or "://" not in self.store_url):
+            from .store import sqlite_path
+
+            return sqlite_path(self.store_url)
         return self.home / "index.db"
 
     @property

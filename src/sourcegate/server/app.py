@@ -58,6 +58,10 @@ STARTUP_WAIT_S = 60.0
 LOAD_RETRY_S = (1, 2, 5, 10)
 # A readiness check that takes longer than this (a store that does not answer) says not ready.
 READINESS_TIMEOUT_S = 5.0
+# How often the served library is counted again (an empty one answers nothing).
+LIBRARY_CHECK_S = 5.0
+LIBRARY_EMPTY = ("the library holds no documents: run `sourcegate ingest FOLDER` with this server's "
+                 "SOURCEGATE_HOME or SOURCEGATE_STORE")
 
 # The request id of the HTTP request being served, so the MCP tool handler can log it.
 current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("sourcegate_request_id", default=None)
@@ -303,6 +307,8 @@ class _GateHolder:
         self.load_error: str | None = None  # exception type only: clients see it in /readyz
         self._loaded: anyio.Event | None = None
         self._store_probe: tuple[float, str | None] | None = None
+        self._library_empty: bool | None = None
+        self._library_checked = 0.0
 
     def get_sync(self) -> SourceGate:
         with self._lock:
@@ -378,10 +384,32 @@ class _GateHolder:
         self._store_probe = (time.monotonic(), problem)
         return problem
 
+    def library_empty(self) -> bool:
+        """Whether the loaded library holds no documents (counted at most every LIBRARY_CHECK_S)."""
+        gate = self.gate
+        if gate is None:
+            return False
+        now = time.monotonic()
+        if self._library_empty is None or now - self._library_checked >= LIBRARY_CHECK_S:
+            try:
+                empty = gate.store.stats().documents == 0
+            except Exception as e:  # an unreadable store shows in the answers' errors and the log
+                log.warning("the library could not be counted", extra={"error": type(e).__name__})
+                empty = False
+            if empty and not self._library_empty:
+                log.error("the library holds no documents: run `sourcegate ingest FOLDER` on %s",
+                          getattr(gate.store, "location", None) or getattr(gate.store, "path", None)
+                          or self.settings.store_location,
+                          extra={"error": "library_empty"})
+            self._library_empty, self._library_checked = empty, now
+        return bool(self._library_empty)
+
     def readiness(self) -> tuple[bool, str]:
         """(ready, state). Runs in a worker thread: it touches the audit log's disk and the store."""
         if self.gate is None:
             return False, "starting" if self.load_error is None else "unavailable"
+        if self.library_empty():
+            return False, "library_empty"
         if self.audit_problem() is not None:
             return False, "audit_log_unwritable"
         if self.store_problem() is not None:
@@ -446,6 +474,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
         rid = current_request_id.get() or new_request_id()
         try:
             g = await holder.get()
+            if await anyio.to_thread.run_sync(holder.library_empty):  # counts the store: not on the event loop
+                raise Unavailable(LIBRARY_EMPTY, "library_empty")
             problem = holder.audit_problem()
             if problem is not None:
                 log.error("audit log unwritable", extra={"request_id": rid, "error": problem.message})
@@ -608,8 +638,11 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
         ready, state = False, "store_unreachable"
         with anyio.move_on_after(READINESS_TIMEOUT_S):
             ready, state = await anyio.to_thread.run_sync(holder.readiness, abandon_on_cancel=True)
-        return {"status": "ok", "alive": True, "ready": ready, "state": state,
+        body = {"status": "ok", "alive": True, "ready": ready, "state": state,
                 "in_flight": admission.running, "queued": admission.waiting}
+        if state == "library_empty":
+            body["detail"] = LIBRARY_EMPTY
+        return body
 
     async def healthz(request: Request) -> Response:
         """Alive: the process answers. The body says whether it is also ready."""

@@ -1,23 +1,82 @@
-"""Index stores, chosen by a URL: `sqlite:///path` (default), `postgresql://...`, `azure://...`."""
+"""Index stores, chosen by a URL: `sqlite:///path` (default), `postgresql://...`, `azure://...`.
+
+SQLite URLs follow SQLAlchemy's convention: `sqlite:///index.db` is relative to the working
+directory, `sqlite:////srv/library/index.db` (four slashes) is absolute. A bare path is a SQLite
+file too.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from .base import DocumentRecord, ExportedDocument, SearchFilters, Store, StoreStats
 
-__all__ = ["DocumentRecord", "ExportedDocument", "SearchFilters", "Store", "StoreStats", "open_store", "store_kind"]
+__all__ = ["DocumentRecord", "ExportedDocument", "SearchFilters", "Store", "StoreStats", "StoreURLError",
+           "SUPPORTED_STORE_URLS", "describe_location", "open_store", "sqlite_path", "store_kind"]
+
+SUPPORTED_STORE_URLS = ("sqlite:///relative/index.db", "sqlite:////absolute/index.db",
+                        "postgresql://user:password@host/db", "azure://SERVICE.search.windows.net/INDEX")
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
+
+
+class StoreURLError(ValueError):
+    """A store URL sourcegate cannot use; the message lists the forms it takes."""
+
+
+def _supported() -> str:
+    return ", ".join(SUPPORTED_STORE_URLS) + " (or a plain file path)"
 
 
 def store_kind(url_or_path: str | Path) -> str:
-    """'sqlite', 'postgresql' or 'azure'."""
+    """'sqlite', 'postgresql' or 'azure'; `StoreURLError` for a URL of any other scheme."""
     url = str(url_or_path)
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql"
     if url.startswith("azure://"):
         return "azure"
+    if url.startswith("sqlite:"):
+        if not url.startswith("sqlite:///") or url == "sqlite:///":
+            raise StoreURLError(f"store URL {url!r} names no file: a SQLite URL has three slashes before a "
+                                "relative path (sqlite:///index.db) and four before an absolute one "
+                                "(sqlite:////srv/library/index.db)")
+        return "sqlite"
+    m = _SCHEME.match(url)
+    # "C:\\index.db" and "C:/index.db" are Windows paths, not URLs
+    if m and (url[m.end():].startswith("//") or len(m.group(1)) > 1):
+        raise StoreURLError(f"unsupported store URL {redact_url(url)!r}: use {_supported()}")
     return "sqlite"
+
+
+def sqlite_path(url_or_path: str | Path) -> Path:
+    """The file of a SQLite location, as given (relative paths stay relative to the working
+    directory, as SQLAlchemy reads `sqlite:///relative.db`)."""
+    url = str(url_or_path)
+    return Path(url[len("sqlite:///"):] if url.startswith("sqlite:///") else url)
+
+
+def redact_url(url: str) -> str:
+    """The URL without its password, for messages, `status` and logs."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def describe_location(url_or_path: str | Path) -> str:
+    """Where the index is, for a person: the absolute path of a SQLite file, the URL of a server
+    without its password."""
+    if store_kind(url_or_path) == "sqlite":
+        return str(sqlite_path(url_or_path).expanduser().absolute())
+    return redact_url(str(url_or_path))
 
 
 def open_store(url_or_path: str | Path, embedder_id: str, dim: int, *, language: str = "en",
@@ -36,8 +95,6 @@ def open_store(url_or_path: str | Path, embedder_id: str, dim: int, *, language:
 
         return AzureSearchStore.from_url(url, embedder_id=embedder_id, dim=dim, language=language,
                                          api_key=azure_api_key, **options)
-    if url.startswith("sqlite:///"):
-        url = url[len("sqlite:///"):]
     from .sqlite import SqliteStore
 
-    return SqliteStore(Path(url), embedder_id=embedder_id, dim=dim, **options)
+    return SqliteStore(sqlite_path(url).expanduser(), embedder_id=embedder_id, dim=dim, **options)
