@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .settings import Settings
+from .tables import format_table
 
 DEMO_DIR = Path(__file__).parent / "demo"
 
@@ -16,17 +17,6 @@ DEMO_DIR = Path(__file__).parent / "demo"
 QUESTION_LABELS = {"is_relevant": "relevant", "contains_answer_evidence": "evidence",
                    "contradicts_query_premise": "contradicts", "contains_prompt_injection": "injection",
                    "is_superseded": "superseded"}
-
-
-def format_table(header: list[str], rows: list[list[str]]) -> str:
-    """Plain columns under a header line, two spaces apart: readable in a terminal, in a file, and
-    through `cut`, `grep` or `column` (no box drawing, no wrapping); the last column is not padded."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
-
-    def line(cells) -> str:
-        return "  ".join([str(c).ljust(w) for c, w in zip(cells, widths)] + [str(cells[-1])]).rstrip()
-
-    return "\n".join([line(header), line(["-" * len(h) for h in header]), *(line(r) for r in rows)])
 
 
 def _settings(ctx: click.Context) -> Settings:

@@ -20,6 +20,7 @@ from .audit import format_chain_report, hash_problem, read_records, verify_chain
 from .gate import GateThresholds, Status, apply_gate
 from .models import QUESTIONS, PassageScores
 from .plan import Part, PartDecision, merge
+from .tables import format_table
 
 DEFAULT_EVIDENCE_LIMIT = 5
 
@@ -46,6 +47,8 @@ class AnswerChange:
     # The parts no passage answers, before and after (questions that ask several things).
     old_missing: list[str] = field(default_factory=list)
     new_missing: list[str] = field(default_factory=list)
+    # The question asked, or None where the log keeps only its hash (AUDIT_REDACT_QUERY).
+    query: str | None = None
 
 
 @dataclass
@@ -105,6 +108,7 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple
     A question that asked several things is re-gated part by part, then merged again."""
     cands = rec.get("candidates") or []
     audit_id = str(rec.get("audit_id"))
+    query = rec.get("query") if isinstance(rec.get("query"), str) else None
     parts = rec.get("parts")
     if not parts:
         gated, status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds,
@@ -112,7 +116,7 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple
         changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
                    for c, g in zip(cands, gated) if c.get("route") != g.route.value]
         if rec.get("status") != status.value:
-            return changes, AnswerChange(audit_id, line, str(rec.get("status")), status.value)
+            return changes, AnswerChange(audit_id, line, str(rec.get("status")), status.value, query=query)
         return changes, None
     changes = []
     decisions = []
@@ -129,7 +133,7 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple
                    if p.get("status") == Status.INSUFFICIENT.value]
     if rec.get("status") != merged.status.value or old_missing != merged.missing:
         return changes, AnswerChange(audit_id, line, str(rec.get("status")), merged.status.value, old_missing,
-                                     merged.missing)
+                                     merged.missing, query)
     return changes, None
 
 
@@ -177,10 +181,14 @@ def format_report(report: ReplayReport, path: str) -> str:
         lines.append("no passage changes route")
     if report.answer_changes:
         lines.append(f"answers whose status changes ({len(report.answer_changes)}):")
+        lines.append(format_table(["line", "audit id", "was", "now", "question"],
+                                  [[a.line, a.audit_id, a.old_status, a.new_status,
+                                    a.query if a.query is not None else "(redacted)"] for a in report.answer_changes],
+                                  indent="  "))
         for a in report.answer_changes:
-            lines.append(f"  line {a.line}  {a.audit_id}  {a.old_status} -> {a.new_status}")
             if a.old_missing != a.new_missing:
-                lines.append(f"    not found: {'; '.join(a.old_missing) or '-'} -> {'; '.join(a.new_missing) or '-'}")
+                lines.append(f"  line {a.line}  not found: {'; '.join(a.old_missing) or '-'} -> "
+                             f"{'; '.join(a.new_missing) or '-'}")
     else:
         lines.append("no answer changes status")
     if report.invalid:

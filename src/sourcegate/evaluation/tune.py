@@ -368,7 +368,9 @@ def _fmt(s: dict[str, float]) -> str:
 @click.pass_context
 def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Path | None, folds: int, as_json: bool,
              report_path: Path | None) -> None:
-    """Fit the gate thresholds to labelled questions (JSONL) for the best truthfulness under an unsafe cap."""
+    """Fit the gate thresholds to labelled questions for the best truthfulness under an unsafe cap.
+
+    FILE is the question file of `sourcegate eval` (see `sourcegate eval --help`)."""
     root = ctx.find_root()
     settings = (root.obj or {}).get("settings") if isinstance(root.obj, dict) else None
     if settings is None:
@@ -386,10 +388,13 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
         except (ValueError, KeyError, TypeError) as e:
             raise click.ClickException(f"{scores_path}: {e}") from None
     else:
+        from ..embed import get_embedder
+        from ..library import open_library
         from ..service import SourceGate
         from .runner import run_eval
 
-        gate = SourceGate(settings)
+        embedder = get_embedder(settings.embedder)
+        gate = SourceGate(settings, store=open_library(settings, embedder.id, embedder.dim), embedder=embedder)
         try:
             results = run_eval(gate, cases)
         finally:
