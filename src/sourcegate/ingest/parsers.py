@@ -108,12 +108,16 @@ def _inline_text(tok) -> str:
 def parse_markdown(path: Path, doc_id: str) -> list[Document]:
     from markdown_it import MarkdownIt
 
-    source = decode_text(path.read_bytes())
+    from .metadata import apply, split_front_matter
+
+    meta, source = split_front_matter(decode_text(path.read_bytes()))
     if _markdown_is_pathological(source):
         text = _clean(source)
         _require_text(text, "Markdown file")
         heading = re.search(r"^#{1,6}[ \t]+(\S[^\n]{0,118})$", text, re.M)
-        return [Document(id=doc_id, title=heading.group(1).strip(" #") if heading else path.stem, text=text)]
+        doc = Document(id=doc_id, title=heading.group(1).strip(" #") if heading else path.stem, text=text)
+        apply(doc, meta)
+        return [doc]
     tokens = MarkdownIt("commonmark").enable("table").parse(source)
     blocks: list[str] = []
     headings: list[tuple[int, str]] = []
@@ -143,7 +147,9 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
         i += 1
     text = "\n\n".join(blocks)
     _require_text(text, "Markdown file")
-    return [Document(id=doc_id, title=title or path.stem, text=text, headings=headings)]
+    doc = Document(id=doc_id, title=title or path.stem, text=text, headings=headings)
+    apply(doc, meta)  # front matter wins over the first heading
+    return [doc]
 
 
 _HTML_BLOCKS = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "blockquote", "dt", "dd", "figcaption"]
@@ -226,6 +232,7 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
         tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None
+    meta = _html_metadata(soup)
     blocks, headings, stack, pos = [], [], [], 0
     for el in soup.find_all(_HTML_BLOCKS):
         if el.find_parent(_HTML_BLOCKS):  # nested block: its text is taken with the parent
@@ -245,7 +252,37 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
         blocks = [t for t in (s.strip() for s in body.get_text("\n").split("\n")) if t]
     text = _clean("\n\n".join(blocks))
     _require_text(text, "HTML page")
-    return [Document(id=doc_id, title=title or path.stem, text=text, headings=headings)]
+    doc = Document(id=doc_id, title=title or path.stem, text=text, headings=headings)
+    from .metadata import apply
+
+    apply(doc, meta)
+    return [doc]
+
+
+# <meta name=...> (or property=...) names read as document fields; a `dc.`, `dcterms.`, `og:` or
+# `sourcegate:` prefix is dropped (`dcterms.modified`, `og:title`, `sourcegate:status`).
+_HTML_META_NAMES = {"title": "title", "status": "status", "version": "version", "url": "url",
+                    "effective_date": "updated_at", "effective-date": "updated_at", "modified": "updated_at",
+                    "updated_at": "updated_at", "date": "updated_at", "source_type": "source_type", "type": None}
+
+
+def _html_metadata(soup) -> dict[str, str]:
+    from .metadata import normalize
+
+    raw: dict[str, str] = {}
+    canonical = soup.find("link", rel="canonical", href=True)
+    if canonical is not None:
+        raw["url"] = canonical["href"]
+    for tag in soup.find_all("meta", content=True, limit=500):
+        name = (tag.get("name") or tag.get("property") or "").strip().lower()
+        for prefix in ("dcterms.", "dc.", "og:", "sourcegate:"):
+            name = name.removeprefix(prefix)
+        field = _HTML_META_NAMES.get(name)
+        if field and field not in raw:
+            raw[field] = tag["content"]
+    if raw.get("title") and soup.title and soup.title.get_text(strip=True):
+        del raw["title"]  # <title> wins over og:title
+    return normalize(raw)
 
 
 def parse_docx(path: Path, doc_id: str) -> list[Document]:
@@ -278,7 +315,8 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     from docx.enum.style import WD_STYLE_TYPE
 
     blocks, headings, stack, pos = [], [], [], 0
-    title = (d.core_properties.title or "").strip() or None
+    props = d.core_properties
+    title = (props.title or "").strip() or None
     # Style names by id, resolved once: `Paragraph.style` searches every style for each paragraph.
     names = {s.style_id: s.name or "" for s in d.styles}
     default_style = d.styles.default(WD_STYLE_TYPE.PARAGRAPH)
@@ -306,7 +344,15 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
                 pos += len(line) + 2
     text = "\n\n".join(blocks)
     _require_text(text, "DOCX file")
-    return [Document(id=doc_id, title=title or path.stem, text=text, headings=headings)]
+    from .metadata import apply, normalize
+
+    doc = Document(id=doc_id, title=title or path.stem, text=text, headings=headings)
+    # core properties: Status (content status), Version, Identifier (a URL) and Category
+    identifier = (props.identifier or "").strip()
+    apply(doc, normalize({"status": props.content_status, "version": props.version,
+                          "url": identifier if re.match(r"https?://", identifier) else None,
+                          "source_type": props.category}))
+    return [doc]
 
 
 def _ocr_pdf(path: Path) -> list[str]:
@@ -348,11 +394,17 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
             if not ok:
                 raise IngestError("encrypted PDF (a password is required); decrypt it first")
         page_texts = [(p.extract_text() or "") for p in reader.pages]
-        meta_title = None
+        info: dict = {}
         try:
-            meta_title = (reader.metadata.title or "").strip() if reader.metadata else None
-        except Exception:
+            info = {str(k).lstrip("/"): v for k, v in (reader.metadata or {}).items()}
+        except Exception:  # a damaged information dictionary: the text is still worth having
             pass
+        heading = None
+        if reader.pages:
+            try:
+                heading = _pdf_first_heading(reader.pages[0])
+            except Exception:
+                pass
     except IngestError:
         raise
     except (PdfReadError, Exception) as e:
@@ -371,15 +423,49 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
         pos += len(t) + 2
     text = "\n\n".join(parts)
     _require_text(text, "PDF")
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), path.stem)
-    return [Document(id=doc_id, title=meta_title or (first if len(first) <= 120 else path.stem), text=text, pages=pages)]
+    from .metadata import apply, is_placeholder_title, normalize
+
+    meta = normalize({k: v for k, v in info.items() if k.lower() not in ("title", "creationdate", "moddate")})
+    meta_title = _text_of(info.get("Title"))
+    if is_placeholder_title(meta_title, path):  # reportlab's "untitled", "Microsoft Word - x.docx", ...
+        first = next((ln.strip() for ln in text.splitlines() if ln.strip()), path.stem)
+        meta_title = heading or (first if len(first) <= 120 else path.stem)
+    doc = Document(id=doc_id, title=meta_title, text=text, pages=pages)
+    apply(doc, meta)
+    return [doc]
 
 
-_EXPORT_FIELDS = {"id", "title", "text", "url", "source_type", "version", "status", "updated_at"}
+def _text_of(value) -> str | None:
+    try:
+        return " ".join(str(value).split()) if value is not None else None
+    except Exception:
+        return None
+
+
+def _pdf_first_heading(page) -> str | None:
+    """The first line of the largest type among the first lines of a page (a PDF marks no
+    headings; the title is usually the biggest text at the top)."""
+    runs: list[tuple[float, str]] = []
+
+    def visit(text, cm, tm, font_dict, font_size):
+        if len(runs) < 40 and text.strip():
+            scale = (tm[0] ** 2 + tm[1] ** 2) ** 0.5 * (cm[0] ** 2 + cm[1] ** 2) ** 0.5
+            runs.append((round(float(font_size) * (scale or 1.0), 1), " ".join(text.split())))
+
+    page.extract_text(visitor_text=visit)
+    if not runs:
+        return None
+    body = sorted(size for size, _ in runs)[len(runs) // 2]
+    biggest = max(size for size, _ in runs)
+    if biggest <= body * 1.15:  # no text stands out: no heading to take
+        return None
+    heading = next(t for size, t in runs if size == biggest)
+    return heading if 0 < len(heading) <= 160 else None
 
 
 def parse_json_export(path: Path, doc_id: str) -> list[Document]:
-    """A JSON passage export: an array of {id, title, text, url?, source_type?, version?, status?, updated_at?}."""
+    """A JSON passage export: an array of {id, title, text, url?, source_type?, version?, status?,
+    updated_at? (or effective_date?)}; also {"passages": [...]} or {"documents": [...]}."""
     try:
         data = json.loads(decode_text(path.read_bytes()))
     except json.JSONDecodeError as e:
@@ -402,11 +488,14 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
         if pid in seen:
             raise IngestError(f"duplicate id {pid!r} in the export (item {n})")
         seen.add(pid)
+        from .metadata import normalize
+
+        fields = normalize({k: item[k] for k in ("url", "source_type", "version", "status", "updated_at", "effective_date")
+                            if k in item})
         docs.append(Document(
             id=pid, title=str(item.get("title") or pid), text=_clean(str(item["text"])),
-            url=item.get("url"), source_type=item.get("source_type"),
-            version=None if item.get("version") is None else str(item["version"]),
-            status=str(item.get("status") or "current").lower(), updated_at=item.get("updated_at"),
+            url=fields.get("url"), source_type=fields.get("source_type"), version=fields.get("version"),
+            status=fields.get("status") or "current", updated_at=fields.get("updated_at"),
         ))
     if not docs:
         raise IngestError("empty passage export")
@@ -420,7 +509,27 @@ PARSERS = {
 
 
 def parse_file(path: Path, doc_id: str) -> list[Document]:
+    """The documents of one file, with the fields of its sidecar or folder manifest applied (see
+    `metadata`); a JSON passage export carries its own fields."""
+    from .metadata import apply, is_metadata_file, sidecar_metadata
+
+    if is_metadata_file(path):
+        raise IngestError("a metadata file (it describes the file of the same name; it is not a document)")
     parser = PARSERS.get(path.suffix.lower())
     if parser is None:
-        raise IngestError(f"unsupported file type {path.suffix!r}")
-    return parser(path, doc_id)
+        raise IngestError(unsupported_type(path))
+    docs = parser(path, doc_id)
+    if parser is not parse_json_export:
+        fields = sidecar_metadata(path)
+        for doc in docs:
+            apply(doc, fields)
+    return docs
+
+
+def supported_types() -> str:
+    return ", ".join(sorted(SUPPORTED))
+
+
+def unsupported_type(path: Path) -> str:
+    kind = repr(path.suffix) if path.suffix else "(no extension)"
+    return f"unsupported file type {kind}: sourcegate reads {supported_types()}"

@@ -21,7 +21,8 @@ from ..models import Chunk, Document
 from ..store import Store
 from .chunker import chunk_document
 from .budget import BudgetedParser
-from .parsers import SUPPORTED, IngestError
+from .metadata import MANIFEST_NAME, described_file, is_metadata_file
+from .parsers import SUPPORTED, IngestError, unsupported_type
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +37,8 @@ class IngestReport:
     failed: list[tuple[str, str]] = field(default_factory=list)
     # Why the run stopped before the end (a full disk), or None.
     stopped: str | None = None
-    # Files passed over on purpose (a symlink leading out of the folder), with the reason.
+    # Files of a folder passed over on purpose, with the reason (an unsupported type, a hidden file,
+    # a symlink leading out of the folder): not failures.
     skipped: list[tuple[str, str]] = field(default_factory=list)
     # The signal that stopped the run early (every document written is whole; the rest is
     # picked up by the next ingest), or None.
@@ -44,9 +46,8 @@ class IngestReport:
 
     def summary(self) -> str:
         text = (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
-                f"{self.removed} removed, {len(self.failed)} failed ({self.chunks} chunks written)")
-        if self.skipped:
-            text += f"; {len(self.skipped)} skipped"
+                f"{self.removed} removed, {len(self.failed)} failed, {len(self.skipped)} skipped "
+                f"({self.chunks} chunks written)")
         if self.interrupted_by is not None:
             text += f"; interrupted by {signal.Signals(self.interrupted_by).name}: run ingest again to finish"
         return text
@@ -63,9 +64,10 @@ def content_hash(doc: Document, salt: str = "") -> str:
 
 def iter_files(root: Path, follow_symlinks: bool = False,
                skipped: list[tuple[str, str]] | None = None) -> Iterable[Path]:
-    """The supported files under `root`, in a stable order. A symlink whose target lies outside
-    `root` is passed over (named in `skipped`) unless `follow_symlinks`; then linked folders are
-    walked too, each real folder once."""
+    """The supported files under `root`, in a stable order; every other file is named in `skipped`
+    with the reason (an unsupported type, a hidden file or folder), except metadata files, read with
+    the file they describe. A symlink whose target lies outside `root` is passed over (named in
+    `skipped`) unless `follow_symlinks`; then linked folders are walked too, each real folder once."""
     if root.is_file():
         yield root
         return
@@ -78,11 +80,25 @@ def iter_files(root: Path, follow_symlinks: bool = False,
                 dirnames[:] = []
                 continue
             seen_dirs.add(real)
+        if skipped is not None:
+            skipped.extend((str(Path(dirpath) / d) + os.sep, "hidden folder") for d in sorted(dirnames) if d.startswith("."))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(filenames):
-            if name.startswith(".") or Path(name).suffix.lower() not in SUPPORTED:
-                continue
             path = Path(dirpath) / name
+            reason = None
+            if name.startswith("."):
+                reason = "hidden file"
+            elif is_metadata_file(path):
+                if name != MANIFEST_NAME and described_file(path) is None:
+                    reason = "metadata for a file that is not there"
+                else:
+                    continue
+            elif path.suffix.lower() not in SUPPORTED:
+                reason = unsupported_type(path)
+            if reason is not None:
+                if skipped is not None:
+                    skipped.append((str(path), reason))
+                continue
             if path.is_symlink() and not follow_symlinks:
                 target = path.resolve()
                 if target != real_root and real_root not in target.parents:

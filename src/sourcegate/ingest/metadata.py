@@ -1,0 +1,200 @@
+"""Document metadata from every format, and from files beside the documents.
+
+The fields are those of a JSON passage export: `title`, `url`, `status`, `version`, `updated_at`
+(also spelled `effective_date`) and `source_type`. A document's status decides whether retrieval
+filters it out (`archived`) and feeds the judge's superseded question, so a Markdown revision
+marked archived in its front matter is treated like an archived item of an export.
+
+Where they come from, later sources winning:
+1. the file itself: Markdown front matter (YAML), HTML `<title>`, `<meta>` and
+   `<link rel="canonical">`, DOCX core properties, PDF document information;
+2. a manifest `sourcegate.meta.json` in the file's folder: `{"FILE NAME": {fields}, ...}`;
+3. a sidecar `FILE NAME.meta.json` beside the file (`manual.pdf.meta.json`), or
+   `STEM.meta.json` (`manual.meta.json`) when only one file has that stem.
+
+Neither manifests nor sidecars are ingested as documents.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..models import Document
+from .parsers import IngestError
+
+FIELDS = ("title", "url", "status", "version", "updated_at", "source_type")
+ALIASES = {"effective_date": "updated_at", "effective": "updated_at", "updated": "updated_at",
+           "date": "updated_at", "revision": "version", "type": "source_type", "canonical": "url",
+           "link": "url", "doc_status": "status", "document_status": "status"}
+SIDECAR_SUFFIX = ".meta.json"
+MANIFEST_NAME = "sourcegate.meta.json"
+# A status that takes a revision out of service; each is stored as `archived`, the status the
+# retrieval filter excludes.
+OUT_OF_SERVICE = {"archived", "superseded", "withdrawn", "obsolete", "deprecated", "retired", "expired",
+                  "cancelled", "canceled", "void", "historical", "archive"}
+MAX_SIDECAR_BYTES = 1024 * 1024
+
+
+def is_metadata_file(path: Path) -> bool:
+    return path.name.lower().endswith(SIDECAR_SUFFIX)
+
+
+def _text(value: Any) -> str | None:
+    """A scalar as text; None for nothing or a structure (lists and maps are not field values)."""
+    if value is None or isinstance(value, (list, dict, tuple, set)):
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, dt.datetime):
+        return value.date().isoformat() if value.time() == dt.time() else value.isoformat()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    text = " ".join(str(value).split())
+    return text or None
+
+
+def normalize(raw: Mapping[str, Any], *, strict: bool = False, origin: str = "") -> dict[str, str]:
+    """The known fields of `raw` as text, keys lower-cased and aliases resolved; status lower-case,
+    out-of-service words stored as `archived`. `strict` (sidecars and manifests, written for
+    sourcegate) refuses a field whose value is not a scalar instead of ignoring it."""
+    out: dict[str, str] = {}
+    for key, value in raw.items():
+        name = str(key).strip().lower().replace("-", "_").replace(" ", "_")
+        name = ALIASES.get(name, name)
+        if name not in FIELDS:
+            continue
+        text = _text(value)
+        if text is None:
+            if strict and value is not None:
+                raise IngestError(f"{origin}: {key!r} must be a string, a number or a date")
+            continue
+        if name == "status":
+            text = text.lower()
+            if text in OUT_OF_SERVICE:
+                text = "archived"
+        out[name] = text[:2000]
+    return out
+
+
+def apply(doc: Document, fields: Mapping[str, str]) -> None:
+    for name, value in fields.items():
+        setattr(doc, name, value)
+
+
+# -- sidecars and manifests ------------------------------------------------------------------------
+
+def _read_json_object(path: Path) -> dict:
+    try:
+        size = path.stat().st_size
+        if size > MAX_SIDECAR_BYTES:
+            raise IngestError(f"metadata file {path.name} is {size / 1e6:.1f} MB, over the 1 MB limit")
+        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+    except json.JSONDecodeError as e:
+        raise IngestError(f"metadata file {path.name}: invalid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except (UnicodeDecodeError, RecursionError, ValueError) as e:
+        raise IngestError(f"metadata file {path.name}: not readable JSON ({type(e).__name__})") from None
+    except OSError as e:
+        raise IngestError(f"metadata file {path.name}: {e.strerror}") from None
+    if not isinstance(data, dict):
+        raise IngestError(f"metadata file {path.name}: expected a JSON object of fields ({', '.join(FIELDS)})")
+    return data
+
+
+@lru_cache(maxsize=64)
+def _manifest(path: Path, mtime_ns: int, size: int) -> dict:
+    return _read_json_object(path)
+
+
+def sidecar_paths(path: Path) -> list[Path]:
+    """The metadata files that describe `path`, weakest first (manifest, stem sidecar, name sidecar)."""
+    found = []
+    manifest = path.parent / MANIFEST_NAME
+    if manifest.is_file():
+        found.append(manifest)
+    by_stem = path.with_name(path.stem + SIDECAR_SUFFIX)
+    if by_stem.is_file() and path.suffix and len(list(path.parent.glob(_glob_escape(path.stem) + ".*"))) <= 2:
+        found.append(by_stem)  # the file and its sidecar: no other file shares the stem
+    by_name = path.with_name(path.name + SIDECAR_SUFFIX)
+    if by_name.is_file():
+        found.append(by_name)
+    return found
+
+
+def _glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def sidecar_metadata(path: Path) -> dict[str, str]:
+    """Fields for `path` from its folder's manifest and its sidecar (the sidecar wins)."""
+    fields: dict[str, str] = {}
+    for meta in sidecar_paths(path):
+        if meta.name == MANIFEST_NAME:
+            st = meta.stat()
+            entry = _manifest(meta, st.st_mtime_ns, st.st_size).get(path.name)
+            if entry is None:
+                continue
+            if not isinstance(entry, dict):
+                raise IngestError(f"metadata file {meta.name}: the entry for {path.name!r} is not an object of fields")
+            fields.update(normalize(entry, strict=True, origin=f"{meta.name} [{path.name}]"))
+        else:
+            fields.update(normalize(_read_json_object(meta), strict=True, origin=meta.name))
+    return fields
+
+
+def described_file(meta: Path) -> Path | None:
+    """For a sidecar, the file it describes when that file exists; None for a manifest or an orphan."""
+    if meta.name == MANIFEST_NAME:
+        return None
+    base = meta.with_name(meta.name[: -len(SIDECAR_SUFFIX)])
+    if base.is_file():
+        return base
+    siblings = [p for p in meta.parent.glob(_glob_escape(base.name) + ".*") if p != meta and not is_metadata_file(p)]
+    return siblings[0] if len(siblings) == 1 else None
+
+
+# -- embedded metadata -----------------------------------------------------------------------------
+
+_FRONT_MATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
+MAX_FRONT_MATTER = 64 * 1024
+
+
+def split_front_matter(source: str) -> tuple[dict[str, str], str]:
+    """(fields, the Markdown after the front matter). A block that is not YAML of key: value pairs
+    is left in the text, as Markdown would show it."""
+    if not source.startswith(("---", "\ufeff---")):
+        return {}, source
+    m = _FRONT_MATTER.match(source[: MAX_FRONT_MATTER + 16])
+    if m is None:
+        return {}, source
+    import yaml
+
+    try:
+        data = yaml.safe_load(m.group(1))
+    except yaml.YAMLError:
+        return {}, source
+    if not isinstance(data, dict):
+        return {}, source
+    return normalize(data), source[m.end():]
+
+
+PLACEHOLDER_TITLES = {"untitled", "(untitled)", "untitled document", "anonymous", "(anonymous)", "no title",
+                      "title", "document", "none", "null", "unknown", "(unspecified)", "unspecified"}
+
+
+def is_placeholder_title(title: str | None, path: Path) -> bool:
+    """A title a generator wrote rather than a person: empty, reportlab's `untitled` or
+    `(anonymous)`, the file's own name, `Microsoft Word - NAME.docx`."""
+    if not title or not title.strip():
+        return True
+    t = title.strip().lower()
+    if t in PLACEHOLDER_TITLES:
+        return True
+    if t.startswith("microsoft word - ") or t in (path.name.lower(), path.stem.lower()):
+        return True
+    return bool(re.fullmatch(r"[\w\- .]+\.(pdf|docx?|odt|rtf|txt|html?|md)", t))
