@@ -122,3 +122,22 @@ def test_judge_command_keeps_input_order(tmp_path):
     for o in out:
         assert set(o["scores"]) == set(QUESTIONS)
         assert all(0.0 <= v <= 1.0 for v in o["scores"].values())
+
+
+def test_judge_prints_a_table_unless_json(tmp_path):
+    f = tmp_path / "pairs.jsonl"
+    f.write_text(json.dumps({"id": "h1", "query": "How often is the hydrant flushed?",
+                             "text": "Flush every hydrant once a year."}) + "\n", encoding="utf-8")
+    r = run("judge", str(f))
+    assert r.exit_code == 0, r.output
+    header, rule, row = r.output.strip().splitlines()
+    assert header.split() == ["id", "relevant", "evidence", "contradicts", "injection", "superseded", "query", "(or", "error)"]
+    assert set(rule.replace(" ", "")) == {"-"}
+    cells = row.split()
+    assert cells[0] == "h1" and all(0.0 <= float(v) <= 1.0 for v in cells[1:6])
+    assert row.endswith("How often is the hydrant flushed?")
+
+
+def test_mcp_takes_no_transport_flag():
+    out = run("mcp", "--help").output
+    assert "--stdio" not in out and "standard input and output" in out

@@ -58,6 +58,13 @@ def test_cli_env_and_flags(audit_file, monkeypatch):
     assert json.loads(r.output)["answer_changes"] == []
     r = runner.invoke(replay_cmd, [str(audit_file)])
     assert "answers whose status changes" in r.output and "evidence -> excluded" in r.output
+    # each changed answer: its line, audit id, old and new status and the question, under a header
+    first = next(rec for _, rec, _ in read_records(audit_file))
+    table = r.output[r.output.index("answers whose status changes"):].splitlines()
+    assert table[1].split() == ["line", "audit", "id", "was", "now", "question"]
+    row = next(line for line in table if first["audit_id"] in line)
+    assert row.split()[:4] == ["1", first["audit_id"], "answer_from_evidence", "insufficient_evidence"]
+    assert row.endswith(QUERIES[0])
     r = runner.invoke(replay_cmd, [str(audit_file), "--evidence-min", "7"])
     assert r.exit_code != 0 and "between 0 and 1" in r.output
 
