@@ -92,6 +92,31 @@ def test_llm_judge_reads_probabilities_from_the_embedded_engine():
     assert out.model == "llm:SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+# The writer's timeout: at least this, more on a machine whose warm-up request was slow (the
+# test's request is about ten times the warm-up's work; the factor leaves room for a machine whose
+# load changes during the test).
+WRITER_TIMEOUT_MIN_S = 120.0
+WRITER_TIMEOUT_PER_WARMUP = 40.0
+
+
+def warm_up(url: str) -> float:
+    """One short request before the test's own, so that the model's first use (pages read from
+    disk, buffers allocated) is not inside the writer's timeout; its duration measures how fast
+    this machine is now."""
+    import httpx
+
+    t0 = time.monotonic()
+    r = httpx.post(f"{url}/chat/completions", timeout=600,
+                   json={"messages": [{"role": "user", "content": "Say hello."}], "temperature": 0, "max_tokens": 8})
+    r.raise_for_status()
+    assert r.json()["choices"][0]["message"]["content"] is not None
+    return time.monotonic() - t0
+
+
+def writer_timeout(warmup_s: float) -> float:
+    return max(WRITER_TIMEOUT_MIN_S, WRITER_TIMEOUT_PER_WARMUP * warmup_s)
+
+
 def start_llama_server(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
     sock = free_socket()
     port = sock.getsockname()[1]
@@ -105,19 +130,22 @@ def start_llama_server(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
 
 
 def local_then_cloud(tmp_path: Path, local_url: str, cloud: FakeChatServer, **more):
-    """A gate writing with the llama.cpp server first and the hosted-API fake second."""
+    """A gate writing with the llama.cpp server first and the hosted-API fake second. The prompt
+    is kept small (one evidence passage) so that a slow machine answers within the timeout."""
+    more = {"llm_writer_timeout_s": WRITER_TIMEOUT_MIN_S, "evidence_max_single": 1, **more}
     settings = make_settings(tmp_path / "audit.jsonl", writer="llm", llm_writer_policy="local_then_cloud",
                              llm_writer_local=local_url, llm_writer_local_model="smollm2",
-                             llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m",
-                             llm_writer_timeout_s=120, **more)
+                             llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m", **more)
     return make_gate(settings)
 
 
 def test_local_llama_server_killed_mid_run_falls_back_to_cloud(tmp_path):
     proc, local_url, log = start_llama_server(tmp_path)
     try:
+        timeout = writer_timeout(warm_up(local_url))
         with FakeChatServer(p200_reply) as cloud:
-            gate = local_then_cloud(tmp_path, local_url, cloud)
+            # 48 tokens: enough for a sentence and its citation, little to wait for
+            gate = local_then_cloud(tmp_path, local_url, cloud, llm_writer_timeout_s=timeout, llm_writer_max_tokens=48)
             first = gate.ask(Q)
             # Kill the server while the gate keeps running: the next question must still be answered.
             proc.send_signal(signal.SIGKILL)
@@ -130,7 +158,8 @@ def test_local_llama_server_killed_mid_run_falls_back_to_cloud(tmp_path):
     records = [json.loads(x) for x in (tmp_path / "audit.jsonl").read_text().splitlines()]
     a1, a2 = records[0]["writer"]["attempts"], records[1]["writer"]["attempts"]
     # First: llama.cpp answered (used, or rejected by the check and the cloud used instead).
-    assert a1[0]["outcome"] in ("ok", "rejected") and a1[0]["endpoint"] == local_url[len("http://"):-len("/v1")]
+    assert a1[0]["outcome"] in ("ok", "rejected"), (a1[0], f"writer timeout {timeout:.0f} s")
+    assert a1[0]["endpoint"] == local_url[len("http://"):-len("/v1")]
     assert first.writer.path in ("local", "cloud")
     # Second: the local server is gone, the cloud answers, and the reason says so.
     assert a2[0]["outcome"] == "connection_refused" and second.writer.path == "cloud"
@@ -141,17 +170,18 @@ def test_local_llama_server_killed_mid_run_falls_back_to_cloud(tmp_path):
 def test_local_llama_server_killed_during_a_request(tmp_path):
     proc, local_url, log = start_llama_server(tmp_path)
     try:
+        timeout = writer_timeout(warm_up(local_url))
         with FakeChatServer(p200_reply) as cloud:
-            gate = local_then_cloud(tmp_path, local_url, cloud, llm_writer_max_tokens=2048)
+            gate = local_then_cloud(tmp_path, local_url, cloud, llm_writer_max_tokens=2048, llm_writer_timeout_s=timeout)
             done: dict = {}
             worker = threading.Thread(target=lambda: done.update(result=gate.ask(Q)))
             worker.start()
             # Wait (bounded) until llama.cpp has started on the request, then kill it.
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + timeout / 2
             while time.monotonic() < deadline and "launch_slot" not in log.read_text() and worker.is_alive():
                 time.sleep(0.05)
             proc.send_signal(signal.SIGKILL)
-            worker.join(timeout=120)
+            worker.join(timeout=timeout)
             gate.close()
     finally:
         if proc.poll() is None:
