@@ -102,9 +102,11 @@ def test_pdf_placeholder_title_falls_back_to_the_first_heading(tmp_path):
 
 def test_pdf_real_title_and_information_fields(tmp_path):
     f = make_heading_pdf(tmp_path / "r.pdf", "Heading", ["Body text of the procedure."], title="Dosing calibration",
-                         info={"Status": "archived", "Version": "2"})
+                         info={"Status": "archived", "Version": "2", "EffectiveDate": "2022-02-02",
+                                "URL": "https://docs.example/r"})
     [doc] = parse_file(f, "r.pdf")
-    assert (doc.title, doc.status, doc.version) == ("Dosing calibration", "archived", "2")
+    assert (doc.title, doc.status, doc.version, doc.updated_at, doc.url) == (
+        "Dosing calibration", "archived", "2", "2022-02-02", "https://docs.example/r")
 
 
 @pytest.mark.parametrize("title", ["", "untitled", "(anonymous)", "Microsoft Word - pump.docx", "pump.pdf", "pump"])

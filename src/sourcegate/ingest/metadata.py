@@ -29,7 +29,8 @@ from ..models import Document
 from .parsers import IngestError
 
 FIELDS = ("title", "url", "status", "version", "updated_at", "source_type")
-ALIASES = {"effective_date": "updated_at", "effective": "updated_at", "updated": "updated_at",
+ALIASES = {"effective_date": "updated_at", "effectivedate": "updated_at", "effective": "updated_at",
+           "updated": "updated_at", "sourcetype": "source_type",
            "date": "updated_at", "revision": "version", "type": "source_type", "canonical": "url",
            "link": "url", "doc_status": "status", "document_status": "status"}
 SIDECAR_SUFFIX = ".meta.json"
