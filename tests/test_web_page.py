@@ -82,3 +82,87 @@ def test_page_shows_missing_parts(tmp_path):
     gate.close()
     assert '<p id="missing" class="missing" hidden></p>' in html
     assert '"Not found in the library: " + missing.join("; ")' in html
+
+
+# The three outcomes, each asked through the page in a real browser (the test judge of
+# test_server_fixtures decides them; the words are the page's).
+OUTCOME_QUESTIONS = {
+    "answer_from_evidence": Q,
+    "premise_conflict": "P-200 bearings need grease every 500 hours, how much do I add?",
+    "insufficient_evidence": "zzqx unrelated question about nothing at all",
+}
+PAGE_DONE = ('document.readyState === "complete" && document.getElementById("status").textContent.length > 1 '
+             '&& !document.getElementById("ask").disabled ? document.documentElement.outerHTML : ""')
+
+
+def _visible_text(wait_for, element_id: str) -> str:
+    return wait_for(f'(document.getElementById("{element_id}").innerText || "") + "\\u0000"')[:-1]
+
+
+def _screenshot(wait_for, path) -> bytes:
+    import base64
+
+    wait_for.call("Emulation.setDeviceMetricsOverride", width=1100, height=1500, deviceScaleFactor=1, mobile=False)
+    png = base64.b64decode(wait_for.call("Page.captureScreenshot", format="png", captureBeyondViewport=True)["data"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(png)
+    return png
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_speaks_to_a_person_in_headless_chromium(tmp_path):
+    """The outcome in words, the answer once, each source with its title, revision and passage on
+    demand, and none of the agent's guidance; a screenshot of each outcome is saved (in
+    PAGE_SCREENSHOTS when set, else the test's temporary folder)."""
+    import os
+    from pathlib import Path
+
+    from test_ask_stream import headless_page
+
+    shots = Path(os.environ.get("PAGE_SCREENSHOTS") or tmp_path / "screenshots")
+    settings = make_settings(tmp_path / "audit.jsonl")
+    gate = make_gate(settings)
+    expected = {status: gate.ask(q, interface="python") for status, q in OUTCOME_QUESTIONS.items()}
+    assert {s: r.status for s, r in expected.items()} == {s: s for s in OUTCOME_QUESTIONS}
+    try:
+        with running_server(create_app(settings, gate)) as base:
+            for status, question in OUTCOME_QUESTIONS.items():
+                r = expected[status]
+                with headless_page(f"{base}/?q={quote(question)}", tmp_path / f"profile-{status}") as wait_for:
+                    dom = wait_for(PAGE_DONE)
+                    heading = _visible_text(wait_for, "status")
+                    shown_answer = _visible_text(wait_for, "answer")
+                    sources = _visible_text(wait_for, "citations")
+                    next_step = _visible_text(wait_for, "next-step")
+                    png = _screenshot(wait_for, shots / f"{status}.png")
+                    if r.evidence or r.conflicts:  # open the first source's passage, as a reader would
+                        wait_for('(document.querySelector("#citations details summary").click(), "ok")')
+                        opened = _visible_text(wait_for, "citations")
+                        _screenshot(wait_for, shots / f"{status}-passage.png")
+                assert png.startswith(b"\x89PNG") and len(png) > 10_000, status
+                assert f'class="status {status}"' in dom
+                assert r.guidance not in dom, "the agent's guidance is for the API result, not for people"
+                if status == "answer_from_evidence":
+                    docs = len({p.doc_id for p in r.evidence})
+                    assert heading == f"Answered from {docs} document{'s' if docs > 1 else ''}"
+                    body = r.answer.split("\n\nSources:\n")[0]
+                    assert shown_answer == body and "Sources:" not in shown_answer
+                    assert dom.count(body.splitlines()[1][:60]) == 1, "the answer is shown once"
+                elif status == "premise_conflict":
+                    assert heading == "The question rests on something the documents contradict"
+                    assert next_step.startswith("Check the assumption")
+                else:
+                    assert heading == "Nothing in the library answers this"
+                    assert "Rephrase the question" in next_step
+                    assert re.search(r'<div id="answer-block" hidden=""', dom) and sources == ""
+                for p in r.evidence or r.conflicts:
+                    assert p.title in sources and (not p.version or f"revision {p.version}" in sources)
+                    assert p.text not in sources, "a passage is shown on demand, not at once"
+                if r.evidence or r.conflicts:
+                    first = (r.evidence or r.conflicts)[0]
+                    assert " ".join(first.text.split())[:80] in " ".join(opened.split())
+    finally:
+        gate.close()
+    assert sorted(p.name for p in shots.iterdir()) == sorted(
+        ["answer_from_evidence.png", "answer_from_evidence-passage.png", "premise_conflict.png",
+         "premise_conflict-passage.png", "insufficient_evidence.png"])
