@@ -211,18 +211,27 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_syml
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--documents", "list_documents", is_flag=True,
+              help="Also list every document with its status, version, date, title and URL (what ingest read).")
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, list_documents: bool) -> None:
     """What is indexed: documents and chunks by status, index path, embedder."""
     s = _settings(ctx)
     store = _library(s)
-    st = store.stats()
-    backend = getattr(store, "vector_backend", None)
-    store.close()
+    try:
+        st = store.stats()
+        backend = getattr(store, "vector_backend", None)
+        records = sorted(store.list_documents(), key=lambda d: d.id) if list_documents else []
+    finally:
+        store.close()
     data = {"index": st.location, "documents": st.documents, "chunks": st.chunks, "by_status": st.by_status,
             "embedder": st.embedder, "vector_search": backend, "judge": s.judge, "audit_log": str(s.audit_path) if s.audit_enabled else None}
+    if list_documents:
+        data["document_list"] = [{"id": d.id, "title": d.title, "status": d.status, "version": d.version,
+                                  "updated_at": d.updated_at, "url": d.url, "source_type": d.source_type,
+                                  "chunks": d.chunk_count} for d in records]
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
     click.echo(f"index:     {data['index']} ({backend})")
     click.echo(f"embedder:  {data['embedder']}")
@@ -231,6 +240,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"documents: {st.documents}, chunks: {st.chunks}")
     for status_name, counts in st.by_status.items():
         click.echo(f"  {status_name}: {counts['documents']} documents, {counts['chunks']} chunks")
+    if list_documents:
+        click.echo("")
+        click.echo(format_table(["id", "status", "version", "date", "chunks", "title", "url"],
+                                [[d.id, d.status, d.version or "-", d.updated_at or "-", d.chunk_count, d.title, d.url or "-"]
+                                 for d in records]))
 
 
 @cli.group("store")
