@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import DEMO_CORPUS
+from conftest import DEMO_CORPUS, DEMO_QUESTIONS
 from sourcegate.cli import cli
 from sourcegate.models import QUESTIONS
 
@@ -141,3 +141,21 @@ def test_judge_prints_a_table_unless_json(tmp_path):
 def test_mcp_takes_no_transport_flag():
     out = run("mcp", "--help").output
     assert "--stdio" not in out and "standard input and output" in out
+
+
+def test_demo_table_keeps_its_headers_through_a_pipe(monkeypatch):
+    """Piped (CliRunner's output is not a terminal), the demo prints plain columns under a header
+    line; every column is named. Two of the demo's questions, to keep the test short."""
+    from sourcegate.evaluation import cases
+
+    two = cases.load_cases(DEMO_QUESTIONS)[:2]
+    monkeypatch.setattr(cases, "load_cases", lambda path: two)
+    r = run("demo")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("question"))
+    assert lines[start].split() == ["question", "expected", "got", "sources", "result"]
+    assert set(lines[start + 1].replace(" ", "")) == {"-"}
+    rows = lines[start + 2:start + 4]
+    assert [row.startswith(c.query) for row, c in zip(rows, two)] == [True, True]
+    assert all(row.rstrip().endswith("ok") or "MISS" in row for row in rows)
