@@ -63,6 +63,10 @@ def test_ask_writer_llm_with_the_embedded_engine(tmp_path, monkeypatch):
     monkeypatch.setenv("AUDIT_LOG_PATH", str(tmp_path / "audit.jsonl"))
     monkeypatch.setenv("LLM_WRITER_LOCAL", f"gguf:{gguf_path()}")
     monkeypatch.setenv("LLM_WRITER_THREADS", "2")
+    # A short prompt and answer (one passage, 48 tokens): the wiring is under test, and a loaded
+    # machine must still finish it in reasonable time (the embedded engine has no timeout to lean on).
+    monkeypatch.setenv("EVIDENCE_MAX_SINGLE", "1")
+    monkeypatch.setenv("LLM_WRITER_MAX_TOKENS", "48")
     out = CliRunner().invoke(cli, ["ask", "--writer", "llm", "--json", Q])
     assert out.exit_code == 0, out.output
     result = json.loads(out.output)
@@ -174,11 +178,12 @@ def test_local_llama_server_killed_during_a_request(tmp_path):
         with FakeChatServer(p200_reply) as cloud:
             gate = local_then_cloud(tmp_path, local_url, cloud, llm_writer_max_tokens=2048, llm_writer_timeout_s=timeout)
             done: dict = {}
+            started = log.read_text().count("launch_slot")  # the warm-up request's
             worker = threading.Thread(target=lambda: done.update(result=gate.ask(Q)))
             worker.start()
-            # Wait (bounded) until llama.cpp has started on the request, then kill it.
+            # Wait (bounded) until llama.cpp has started on the gate's request, then kill it.
             deadline = time.monotonic() + timeout / 2
-            while time.monotonic() < deadline and "launch_slot" not in log.read_text() and worker.is_alive():
+            while time.monotonic() < deadline and log.read_text().count("launch_slot") <= started and worker.is_alive():
                 time.sleep(0.05)
             proc.send_signal(signal.SIGKILL)
             worker.join(timeout=timeout)
