@@ -132,6 +132,17 @@ def test_a_store_that_cannot_be_opened_is_retried_until_it_can(tmp_path):
         r = httpx.post(base + "/v1/ask", json={"query": Q}, timeout=30)
         assert r.status_code == 503 and r.headers["retry-after"]
         blocker.unlink()  # the operator fixes it: no restart
+        # the library opens: still not ready while it holds nothing, ready once a document is in
+        opened = _wait_for(lambda: (r := httpx.get(base + "/readyz")).json()["state"] == "library_empty" and r, timeout=90)
+        assert opened.status_code == 503 and "sourcegate ingest" in opened.json()["detail"]
+        from sourcegate.embed import get_embedder
+
+        embedder = get_embedder(settings.embedder)
+        (tmp_path / "docs").mkdir()
+        (tmp_path / "docs" / "p.md").write_text("# Pump P-200\n\nGrease every 2,000 hours.\n", encoding="utf-8")
+        store = open_store(settings.store_location, embedder.id, embedder.dim)
+        assert Ingestor(store, embedder, workers=1).ingest([tmp_path / "docs"]).added == 1
+        store.close()
         _wait_for(lambda: httpx.get(base + "/readyz").status_code == 200, timeout=90)
 
 
