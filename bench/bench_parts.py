@@ -2,13 +2,18 @@
 (bench/multipart/dev.jsonl, blind.jsonl) and the demo's own question sets, each answered with the
 planner and with every question taken whole (as before the planner), in one run.
 
-    python bench/bench_parts.py [--sets dev,blind,demo]
+    python bench/bench_parts.py [--sets dev,blind,demo] [--plan-only]
+
+It also times the planner itself on the demo's questions of one part (what it adds to their path);
+`--plan-only` does only that.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
+import time
 import tempfile
 from pathlib import Path
 
@@ -32,21 +37,45 @@ SETS = {
 def summary(results) -> dict:
     m = metrics(results)
     keep = ("cases", "accuracy", "status_accuracy", "forbidden_leaks", "unsafe_answers", "sources_multi", "parts")
-    return {k: m[k] for k in keep if k in m}
+    out = {k: m[k] for k in keep if k in m}
+    out["judge_ms"] = m["latency_ms"].get("judge")
+    out["total_ms"] = m["latency_ms"].get("total")
+    return out
+
+
+def time_plan(planned, rounds: int = 20) -> dict:
+    """Microseconds of `plan` on the demo questions of one part, after a first call that reads the
+    library's identifiers (kept for a minute)."""
+    qs = [c.query for path in SETS["demo"] for c in load_cases(path)]
+    one = [q for q in qs if len(planned(q)) == 1]
+    us = []
+    for _ in range(rounds):
+        for q in one:
+            t0 = time.perf_counter()
+            planned(q)
+            us.append((time.perf_counter() - t0) * 1e6)
+    us.sort()
+    return {"questions": len(one), "p50": round(statistics.median(us), 1), "p95": round(us[int(0.95 * len(us))], 1)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sets", default="dev,blind,demo")
+    ap.add_argument("--plan-only", action="store_true", help="only time the planner on the one-part demo questions")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="sg-bench-parts-") as tmp:
         settings = demo_settings(Path(tmp), audit_enabled=False)
         ingest_corpus(settings, DEMO / "corpus")
         gate = SourceGate(settings)
-        gate._judge = require_local_judge(gate.embedder)
         planned = gate._plan
+        data: dict = {"plan_us_one_part": time_plan(planned)}
+        if args.plan_only:
+            gate.close()
+            emit("parts", data, f"plan() on one-part demo questions: p50 {data['plan_us_one_part']['p50']} us, "
+                                f"p95 {data['plan_us_one_part']['p95']} us")
+            return
+        gate._judge = require_local_judge(gate.embedder)
         whole = lambda q: [Part(q)]  # noqa: E731  every question as one part, as before the planner
-        data: dict = {}
         for name in args.sets.split(","):
             cases = [c for path in SETS[name] for c in load_cases(path)]
             gate._plan = planned
@@ -75,8 +104,8 @@ def main() -> None:
             f"{v['with_planner']['parts']['absent_named_missing']}/{v['with_planner']['parts']['parts_absent']}, cross-part "
             f"{v['with_planner']['parts']['cross_part_answers']}, " if "parts" in v["with_planner"] else "")
         + f"one-part same decision {v['one_part_same_decision']}/{v['one_part_questions']}"
-        for k, v in data.items())
-    emit("parts", data, line)
+        for k, v in data.items() if k in SETS)
+    emit("parts", data, line + f"; plan() on one-part demo questions p50 {data['plan_us_one_part']['p50']} us")
 
 
 if __name__ == "__main__":
