@@ -143,6 +143,160 @@ def support_sets(minimum: float) -> dict:
     return {"minimum": minimum, **out}
 
 
+# -- the check on hand-written triples --------------------------------------------------------------
+
+TRIPLE_KINDS = ("faithful", "correction", "reversal", "invented", "empty", "premise_repeat")
+ACCEPT = {"faithful", "correction"}  # the kinds a right check accepts; it rejects the others
+
+
+def load_triples(name: str) -> list[dict]:
+    """scripts/data/writer_triples_{name}.jsonl with its passages as Candidates: the demo corpus
+    (blind set) or the development procedures (dev set), by id."""
+    from sourcegate.models import Candidate
+
+    demo = {d["id"]: d for d in json.loads((DEMO / "corpus" / "procedures.json").read_text())}
+    procs = {r["id"]: r for r in map(json.loads, (REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl")
+                                     .read_text().splitlines())}
+    rows = [json.loads(x) for x in (REPO / "scripts" / "data" / f"writer_triples_{name}.jsonl").read_text(encoding="utf-8")
+            .splitlines() if x.strip()]
+    for r in rows:
+        src = [demo.get(p) or procs[p] for p in r["passages"]]
+        r["candidates"] = [Candidate(id=p, doc_id=p, title=d["title"], text=d["text"]) for p, d in zip(r["passages"], src)]
+    return rows
+
+
+class TripleScorer:
+    """The old check (citations, numbers, identifiers, similarity) and the new one (the same plus
+    entailment, polarity and content) on triples. The new check's readings are cached per triple,
+    so thresholds can be swept without reading again."""
+
+    def __init__(self, rows: list[dict], embedder, reader):
+        from sourcegate.answer import extract_premise
+        from sourcegate.llm_writer import SupportCheck
+        from sourcegate.written_check import SourceCheck
+
+        self.rows = rows
+        self.old = SupportCheck(embedder, 0.25)
+        self.sources = []
+        for r in rows:
+            premise = extract_premise(r["question"]) if r["status"] == "conflict" else None
+            r["premise"] = premise
+            self.sources.append(SourceCheck(reader, embedder, question=r["question"], premise=premise))
+
+    def verdicts(self, thresholds=None, old: bool = False) -> list[tuple[bool, list[str]]]:
+        from sourcegate.llm_writer import check_answer
+
+        out = []
+        for r, src in zip(self.rows, self.sources):
+            if old:
+                chk = check_answer(r["answer"], r["candidates"], self.old)
+            else:
+                if thresholds is not None:
+                    src.t = thresholds
+                chk = check_answer(r["answer"], r["candidates"], source=src, premise=r["premise"])
+            out.append((chk.ok, sorted(set(chk.codes))))
+        return out
+
+    def table(self, verdicts) -> dict:
+        cells: dict[str, dict] = {}
+        for r, (ok, codes) in zip(self.rows, verdicts):
+            c = cells.setdefault(f"{r['lang']}/{r['kind']}", {"n": 0, "accepted": 0, "right": 0, "wrong_ids": []})
+            c["n"] += 1
+            c["accepted"] += ok
+            right = ok == (r["kind"] in ACCEPT)
+            c["right"] += right
+            if not right:
+                c["wrong_ids"].append(r["id"] + ("" if ok else ":" + ",".join(codes)))
+        for c in cells.values():
+            c["right_share"] = round(c["right"] / c["n"], 3)
+        return dict(sorted(cells.items()))
+
+
+def _objective(table: dict) -> tuple[float, float]:
+    """Right verdicts averaged over (language, kind) cells, then the worst cell."""
+    shares = [c["right_share"] for c in table.values()]
+    return (round(sum(shares) / len(shares), 4), min(shares))
+
+
+def fit_check(name: str = "dev") -> dict:
+    """Sweep the check's thresholds on the development triples; the best is the one whose worst
+    (language, kind) cell is right most often, then the best on average."""
+    import itertools
+
+    from sourcegate.embed import get_embedder
+    from sourcegate.judges.local.reader import load_reader
+    from sourcegate.written_check import CheckThresholds
+
+    reader = load_reader()
+    scorer = TripleScorer(load_triples(name), get_embedder(), reader)
+    grid = itertools.product([0.0] + [round(0.3 + 0.05 * i, 2) for i in range(11)],
+                             [round(0.3 + 0.05 * i, 2) for i in range(9)],
+                             [round(0.15 + 0.05 * i, 2) for i in range(8)])
+    scored = []
+    for e, rel, sup in grid:
+        t = CheckThresholds(entail_min=e, related_min=rel, support_min=sup)
+        table = scorer.table(scorer.verdicts(t))
+        scored.append((_objective(table), t, table))
+    top = max(k for k, _, _ in scored)
+    tied = [(t, table) for k, t, table in scored if k == top]
+    # Many settings tie on a small set: take the middle of the tied ones, threshold by threshold,
+    # rather than an edge of the plateau, when that middle is itself among them.
+    mid = CheckThresholds(entail_min=_median([t.entail_min for t, _ in tied]),
+                          related_min=_median([t.related_min for t, _ in tied]),
+                          support_min=_median([t.support_min for t, _ in tied]))
+    t, table = next(((x, tab) for x, tab in tied if x == mid), tied[0])
+    mean, worst = top
+    return {"set": name, "reader": _reader_id(reader), "best": {"entail_min": t.entail_min, "related_min": t.related_min,
+                                                             "support_min": t.support_min},
+            "mean_cell_right": mean, "worst_cell_right": worst, "tied_settings": len(tied), "cells": table,
+            "env": f"LLM_WRITER_ENTAIL_MIN={t.entail_min} LLM_WRITER_RELATED_MIN={t.related_min} "
+                   f"LLM_WRITER_SUPPORT_MIN={t.support_min}"}
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    return v[(len(v) - 1) // 2]
+
+
+def _reader_id(reader) -> str | None:
+    if reader is None:
+        return None
+    return f"reader.onnx sha256 {reader.version} ({reader.meta.get('base', '?')}, {reader.meta.get('checkpoint', '?')})"
+
+
+def score_triples(name: str, settings_env: bool = True) -> dict:
+    """The old and the new check on one set of triples, at the thresholds of the settings."""
+    from sourcegate.embed import get_embedder
+    from sourcegate.judges.local.reader import load_reader
+    from sourcegate.llm_writer import check_thresholds
+    from sourcegate.settings import Settings
+
+    reader = load_reader()
+    scorer = TripleScorer(load_triples(name), get_embedder(), reader)
+    t = check_thresholds(Settings())
+    t0 = time.perf_counter()
+    new = scorer.verdicts(t)
+    secs = time.perf_counter() - t0
+    out = {"set": name, "reader": _reader_id(reader),
+           "thresholds": {"entail_min": t.entail_min, "related_min": t.related_min, "support_min": t.support_min},
+           "new": scorer.table(new), "old": scorer.table(scorer.verdicts(old=True)),
+           "new_check_ms_per_answer": round(1000 * secs / len(scorer.rows), 1)}
+    # without the NLI head: what the deterministic tests carry on their own
+    scorer_no_nli = TripleScorer(scorer.rows, get_embedder(), None)
+    out["new_without_nli"] = scorer_no_nli.table(scorer_no_nli.verdicts(t))
+    return out
+
+
+def _triples_line(res: dict) -> str:
+    def cell(tab, k):
+        return f"{tab[k]['right']}/{tab[k]['n']}" if k in tab else "-"
+    parts = []
+    for lang in ("en", "fr"):
+        parts.append(lang + ": " + ", ".join(f"{kind} {cell(res['new'], f'{lang}/{kind}')} (old {cell(res['old'], f'{lang}/{kind}')})"
+                                            for kind in TRIPLE_KINDS))
+    return f"{res['set']} triples, right verdicts, new check (old check): " + "; ".join(parts)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gguf", type=Path, default=None)
@@ -150,7 +304,18 @@ def main() -> None:
     ap.add_argument("--no-server", action="store_true", help="skip the llama.cpp server path")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--support-only", action="store_true", help="only the support test on its hand-written sets (seconds)")
+    ap.add_argument("--triples", choices=("dev", "blind"), help="only the check on hand-written triples, old and new (seconds)")
+    ap.add_argument("--fit-check", action="store_true", help="sweep the check's thresholds on the development triples")
     args = ap.parse_args()
+    if args.fit_check:
+        res = fit_check("dev")
+        emit("writer_check_fit", res, f"best on dev triples ({res['reader']}): {res['env']}, right verdicts per cell "
+             f"{res['mean_cell_right']} on average, {res['worst_cell_right']} at worst ({res['tied_settings']} settings tied)")
+        return
+    if args.triples:
+        res = score_triples(args.triples)
+        emit(f"writer_triples_{args.triples}", res, _triples_line(res))
+        return
     if args.support_only:
         res = support_sets(0.25)
         emit("writer_support", res, f"support test at {res['minimum']}: dev AUROC {res['dev']['auroc']}, kept "

@@ -88,9 +88,20 @@ class Settings(BaseSettings):
     llm_writer_policy: str = Field("local", validation_alias=_env("LLM_WRITER_POLICY"))
     llm_writer_max_tokens: int = Field(256, ge=16, validation_alias=_env("LLM_WRITER_MAX_TOKENS"))
     llm_writer_timeout_s: float = Field(60.0, gt=0, validation_alias=_env("LLM_WRITER_TIMEOUT_S"))
-    # A sentence of a model's answer must be at least this similar to a sentence of the passage it
-    # cites (multilingual embeddings; 0 turns the test off).
-    llm_writer_support_min: float = Field(0.25, ge=0, le=1, validation_alias=_env("LLM_WRITER_SUPPORT_MIN"))
+    # The check of a written sentence against the passage it cites (sourcegate/written_check.py;
+    # fitted by `python bench/bench_writer.py --fit-check`, to re-run when the reader's weights change).
+    # NLI entailment by the reader's head (the local judge's reader), 0 turns the test off:
+    llm_writer_entail_min: float = Field(0.3, ge=0, le=1, validation_alias=_env("LLM_WRITER_ENTAIL_MIN"))
+    llm_writer_nli: bool = Field(True, validation_alias=_env("LLM_WRITER_NLI"))
+    # ask the NLI head about a sentence and a passage in two languages (off: the head reads English only)
+    llm_writer_nli_crosslingual: bool = Field(False, validation_alias=_env("LLM_WRITER_NLI_CROSSLINGUAL"))
+    # embedding cosine from which a passage sentence is about the same thing (the polarity test)
+    llm_writer_related_min: float = Field(0.5, ge=0, le=1, validation_alias=_env("LLM_WRITER_RELATED_MIN"))
+    # across languages, a sentence this close to one of its passage restates something of it
+    llm_writer_support_min: float = Field(0.3, ge=0, le=1, validation_alias=_env("LLM_WRITER_SUPPORT_MIN"))
+    # Sentences either side of the reader's span and of the best-matching sentence that the model
+    # reads of each passage; -1: whole passages.
+    llm_writer_excerpt_window: int = Field(1, ge=-1, validation_alias=_env("LLM_WRITER_EXCERPT_WINDOW"))
     # An endpoint that fails this many times in a row (down, timing out, 5xx) is skipped for the
     # cooldown, so a hung local server does not cost every question the full timeout.
     llm_writer_breaker_failures: int = Field(3, ge=1, validation_alias=_env("LLM_WRITER_BREAKER_FAILURES"))
