@@ -2,7 +2,9 @@
 citation check on the demo questions (and cite an expected source), and the LLM read-out judge on
 hand-written evidence pairs.
 
-    python bench/bench_writer.py [--gguf PATH] [--judge-pairs 160] [--no-server]
+    python bench/bench_writer.py [--model PATH] [--judge-pairs 160] [--no-server] [--trim-only]
+    python bench/bench_writer.py --triples dev|dev2|blind    # the check on hand-written triples, old and new
+    python bench/bench_writer.py --fit-check                 # the check's thresholds, fitted on the dev triples
 
 Paths measured: the embedded engine (`gguf:` in process) and a llama.cpp server process on
 loopback (the same model through HTTP), against the extractive writer. The cloud path needs a
@@ -75,12 +77,17 @@ def run_path(home: Path, label: str, cases: list[dict], **writer) -> dict:
         per_case.append({"query": case["query"], "status": r.status, "path": path, "answer_ms": r.timings_ms["answer"],
                          "total_ms": round(t.ms, 1)})
     gate.close()
+    prompt_tokens: list[int] = []
     for line in (home / f"audit-{label}.jsonl").read_text().splitlines():
         for a in json.loads(line)["writer"].get("attempts", []):
             attempt_ms.setdefault(a["role"], []).append(a["ms"])
+            if isinstance(a.get("prompt_tokens"), int):
+                prompt_tokens.append(a["prompt_tokens"])
             for c in a.get("check", []) or ([a["outcome"]] if a["outcome"] not in ("ok", "rejected") else []):
                 codes[c] = codes.get(c, 0) + 1
     return {"answer_ms_by_path": {k: lat(v) for k, v in answer_ms.items()},
+            "prompt_tokens": {"p50": sorted(prompt_tokens)[len(prompt_tokens) // 2], "mean": round(sum(prompt_tokens) / len(prompt_tokens), 1)}
+            if prompt_tokens else None,
             "model_call_ms": {k: lat(v) for k, v in attempt_ms.items()}, "written": written,
             "passed_check": passed, "pass_share": round(passed / written, 3) if written else None,
             "passed_and_cites_expected_source": cited_expected, "rejections": codes, "cases": per_case}
@@ -157,11 +164,14 @@ def load_triples(name: str) -> list[dict]:
     demo = {d["id"]: d for d in json.loads((DEMO / "corpus" / "procedures.json").read_text())}
     procs = {r["id"]: r for r in map(json.loads, (REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl")
                                      .read_text().splitlines())}
-    rows = [json.loads(x) for x in (REPO / "scripts" / "data" / f"writer_triples_{name}.jsonl").read_text(encoding="utf-8")
-            .splitlines() if x.strip()]
+    rows = [json.loads(x) for part in name.split("+")
+            for x in (REPO / "scripts" / "data" / f"writer_triples_{part}.jsonl").read_text(encoding="utf-8").splitlines()
+            if x.strip()]
     for r in rows:
-        src = [demo.get(p) or procs[p] for p in r["passages"]]
-        r["candidates"] = [Candidate(id=p, doc_id=p, title=d["title"], text=d["text"]) for p, d in zip(r["passages"], src)]
+        # a passage is a demo document or development procedure by id, or written out in the triple
+        src = [p if isinstance(p, dict) else (demo.get(p) or procs[p]) for p in r["passages"]]
+        r["candidates"] = [Candidate(id=f"{r['id']}#{k}", doc_id=d.get("id", f"{r['id']}#{k}"), title=d["title"], text=d["text"])
+                           for k, d in enumerate(src)]
     return rows
 
 
@@ -218,39 +228,43 @@ def _objective(table: dict) -> tuple[float, float]:
     return (round(sum(shares) / len(shares), 4), min(shares))
 
 
-def fit_check(name: str = "dev") -> dict:
-    """Sweep the check's thresholds on the development triples; the best is the one whose worst
+def fit_check(name: str = "dev+dev2") -> dict:
+    """Sweep the check's thresholds on the development triples (writer_triples_dev.jsonl and
+    writer_triples_dev2.jsonl, never the blind set); the best is the one whose worst
     (language, kind) cell is right most often, then the best on average."""
+    import dataclasses
     import itertools
 
     from sourcegate.embed import get_embedder
     from sourcegate.judges.local.reader import load_reader
-    from sourcegate.written_check import CheckThresholds
+    from sourcegate.llm_writer import check_thresholds
+    from sourcegate.settings import Settings
 
     reader = load_reader()
     scorer = TripleScorer(load_triples(name), get_embedder(), reader)
-    grid = itertools.product([0.0] + [round(0.3 + 0.05 * i, 2) for i in range(11)],
-                             [round(0.3 + 0.05 * i, 2) for i in range(9)],
-                             [round(0.15 + 0.05 * i, 2) for i in range(8)])
+    base = check_thresholds(Settings())  # the NLI languages and cross-language switch of the settings
+    grid = itertools.product([0.0, 0.3, 0.4, 0.5, 0.6], [0.35, 0.45, 0.55, 0.65], [0.2, 0.25, 0.3, 0.35, 0.4],
+                             [0.0, 0.5, 0.6, 0.7])
     scored = []
-    for e, rel, sup in grid:
-        t = CheckThresholds(entail_min=e, related_min=rel, support_min=sup)
+    for e, rel, sup, ov in grid:
+        t = dataclasses.replace(base, entail_min=e, related_min=rel, support_min=sup, overlap_min=ov)
         table = scorer.table(scorer.verdicts(t))
         scored.append((_objective(table), t, table))
     top = max(k for k, _, _ in scored)
     tied = [(t, table) for k, t, table in scored if k == top]
     # Many settings tie on a small set: take the middle of the tied ones, threshold by threshold,
     # rather than an edge of the plateau, when that middle is itself among them.
-    mid = CheckThresholds(entail_min=_median([t.entail_min for t, _ in tied]),
+    mid = dataclasses.replace(base, entail_min=_median([t.entail_min for t, _ in tied]),
                           related_min=_median([t.related_min for t, _ in tied]),
-                          support_min=_median([t.support_min for t, _ in tied]))
+                          support_min=_median([t.support_min for t, _ in tied]),
+                          overlap_min=_median([t.overlap_min for t, _ in tied]))
     t, table = next(((x, tab) for x, tab in tied if x == mid), tied[0])
     mean, worst = top
     return {"set": name, "reader": _reader_id(reader), "best": {"entail_min": t.entail_min, "related_min": t.related_min,
-                                                             "support_min": t.support_min},
+                                                             "support_min": t.support_min, "overlap_min": t.overlap_min},
             "mean_cell_right": mean, "worst_cell_right": worst, "tied_settings": len(tied), "cells": table,
             "env": f"LLM_WRITER_ENTAIL_MIN={t.entail_min} LLM_WRITER_RELATED_MIN={t.related_min} "
-                   f"LLM_WRITER_SUPPORT_MIN={t.support_min}"}
+                   f"LLM_WRITER_SUPPORT_MIN={t.support_min} LLM_WRITER_OVERLAP_MIN={t.overlap_min}"}
 
 
 def _median(values: list[float]) -> float:
@@ -278,7 +292,8 @@ def score_triples(name: str, settings_env: bool = True) -> dict:
     new = scorer.verdicts(t)
     secs = time.perf_counter() - t0
     out = {"set": name, "reader": _reader_id(reader),
-           "thresholds": {"entail_min": t.entail_min, "related_min": t.related_min, "support_min": t.support_min},
+           "thresholds": {"entail_min": t.entail_min, "related_min": t.related_min, "support_min": t.support_min,
+                          "overlap_min": t.overlap_min, "nli_languages": list(t.nli_languages)},
            "new": scorer.table(new), "old": scorer.table(scorer.verdicts(old=True)),
            "new_check_ms_per_answer": round(1000 * secs / len(scorer.rows), 1)}
     # without the NLI head: what the deterministic tests carry on their own
@@ -299,16 +314,18 @@ def _triples_line(res: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gguf", type=Path, default=None)
+    ap.add_argument("--gguf", "--model", dest="gguf", type=Path, default=None, help="any instruct GGUF file")
+    ap.add_argument("--trim-only", action="store_true",
+                    help="only the embedded engine, with whole passages and with the trimmed prompt")
     ap.add_argument("--judge-pairs", type=int, default=160)
     ap.add_argument("--no-server", action="store_true", help="skip the llama.cpp server path")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--support-only", action="store_true", help="only the support test on its hand-written sets (seconds)")
-    ap.add_argument("--triples", choices=("dev", "blind"), help="only the check on hand-written triples, old and new (seconds)")
+    ap.add_argument("--triples", choices=("dev", "dev2", "dev+dev2", "blind"), help="only the check on hand-written triples, old and new (seconds)")
     ap.add_argument("--fit-check", action="store_true", help="sweep the check's thresholds on the development triples")
     args = ap.parse_args()
     if args.fit_check:
-        res = fit_check("dev")
+        res = fit_check()
         emit("writer_check_fit", res, f"best on dev triples ({res['reader']}): {res['env']}, right verdicts per cell "
              f"{res['mean_cell_right']} on average, {res['worst_cell_right']} at worst ({res['tied_settings']} settings tied)")
         return
@@ -328,10 +345,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="sourcegate-bench-writer-") as tmp:
         home = Path(tmp)
         ingest_corpus(demo_settings(home), DEMO / "corpus")
-        out["extractive"] = run_path(home, "extractive", cases, writer="extractive")
+        if not args.trim_only:
+            out["extractive"] = run_path(home, "extractive", cases, writer="extractive")
+        # Before and after the trimming: whole passages, then the sentences around what the gate found.
+        out["embedded_whole_passages"] = run_path(home, "whole", cases, writer="llm", llm_writer_local=f"gguf:{gguf}",
+                                                  llm_writer_threads=args.threads, llm_writer_excerpt_window=-1)
         out["embedded"] = run_path(home, "embedded", cases, writer="llm", llm_writer_local=f"gguf:{gguf}",
                                    llm_writer_threads=args.threads)
-        if not args.no_server:
+        if not args.no_server and not args.trim_only:
             proc = subprocess.Popen([sys.executable, "-c", SERVER, str(gguf), "0"], stdout=subprocess.PIPE, text=True)
             try:
                 url = proc.stdout.readline().split()[-1] + "/v1"
@@ -339,16 +360,19 @@ def main() -> None:
                                          llm_writer_local_model=gguf.stem)
             finally:
                 proc.kill()
-    if args.judge_pairs:
+    if args.judge_pairs and not args.trim_only:
         out["llm_judge"] = judge_pairs(gguf, args.judge_pairs)
     out["peak_rss_mb"] = peak_rss_mb()
-    for k in ("extractive", "embedded", "server"):
+    for k in ("extractive", "embedded", "embedded_whole_passages", "server"):
         if k in out:
             out[k].pop("cases") if k == "extractive" else None
-    e = out["embedded"]
+    e, w = out["embedded"], out["embedded_whole_passages"]
     local = e["model_call_ms"].get("local", {})
-    line = (f"{gguf.name}: embedded model call p50/p95 {local.get('p50')}/{local.get('p95')} ms over {e['written']} written; "
-            f"passed the check {e['passed_check']}/{e['written']}")
+    wl = w["model_call_ms"].get("local", {})
+    line = (f"{gguf.name}: embedded model call p50/p95 {local.get('p50')}/{local.get('p95')} ms over {e['written']} written "
+            f"(whole passages: {wl.get('p50')}/{wl.get('p95')} ms); prompt tokens p50 {(e['prompt_tokens'] or {}).get('p50')} "
+            f"(whole passages: {(w['prompt_tokens'] or {}).get('p50')}); passed the check {e['passed_check']}/{e['written']} "
+            f"(whole passages: {w['passed_check']}/{w['written']})")
     if "server" in out:
         line += f"; server passed {out['server']['passed_check']}/{out['server']['written']}"
     if "llm_judge" in out:

@@ -201,20 +201,90 @@ def test_no_model_call_when_the_gate_abstains(tmp_path):
     assert result.writer.fallback_reason is None
 
 
-def test_premise_conflict_is_written_from_the_conflicting_passages(tmp_path):
+def block_with(body: dict, phrase: str) -> int | None:
+    """The number of the prompt's passage block that holds `phrase` (as a model reading it would cite)."""
+    user = body["messages"][-1]["content"]
+    for m in re.finditer(r"^\[(\d+)\] [^\n]*\n(.*?)(?=^\[\d+\] |\nQuestion: )", user, re.M | re.S):
+        if phrase in m.group(2):
+            return int(m.group(1))
+    return None
+
+
+PREMISE_Q = "P-200 bearings need grease every 500 hours, how much do I add?"
+
+
+def test_a_premise_conflict_written_as_the_correction_passes_with_sourcegates_statement(tmp_path):
     def reply(body):
-        n = re.search(r"^\[(\d+)\] Pump P-200: bearing lubrication", body["messages"][-1]["content"], re.M)
-        return (f"The documents do not say 500 hours [{n.group(1)}]. "
-                f"They say to grease the P-200 bearings every 2,000 operating hours [{n.group(1)}].")
+        n = block_with(body, "every 2,000 operating hours")
+        return f"Grease the P-200 bearings every 2,000 operating hours [{n}], not 500 hours."
 
     with FakeChatServer(reply) as cloud:
-        result, _ = ask(tmp_path, "P-200 bearings need grease every 500 hours, how much do I add?",
-                        llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1", llm_writer_cloud_model="m")
+        result, record = ask(tmp_path, PREMISE_Q, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="m")
         prompt = cloud.bodies[0]["messages"][-1]["content"]
     assert result.status == "premise_conflict"
-    # "500" is the user's premise, not the passage's: the check rejects repeating it as a fact.
-    assert result.writer.path == "extractive" and "number not in the cited passage" in result.writer.fallback_reason
+    assert result.writer.path == "cloud", result.writer.fallback_reason
+    # The sentence that says the premise is wrong is sourcegate's; the model wrote only the correction.
+    assert result.answer.startswith('The documents contradict a premise of the question: '
+                                    '"P-200 bearings need grease every 500 hours". Grease the P-200 bearings every 2,000')
     assert 'assumes: "P-200 bearings need grease every 500 hours"' in prompt
+    assert "Do not write that the assumption is wrong" in prompt
+    assert record["answer"] == result.answer
+
+
+@pytest.mark.parametrize("reply_text", [
+    "The P-200 bearings need grease every 500 hours [{n}].",  # the false premise, repeated as a fact
+    "Grease the P-200 bearings every 2,000 operating hours [{n}], not 750 hours.",  # a number from nowhere
+])
+def test_a_premise_conflict_that_repeats_or_invents_fails(tmp_path, reply_text):
+    def reply(body):
+        return reply_text.format(n=block_with(body, "every 2,000 operating hours"))
+
+    with FakeChatServer(reply) as cloud:
+        result, record = ask(tmp_path, PREMISE_Q, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="m")
+    assert result.status == "premise_conflict" and result.writer.path == "extractive"
+    assert record["writer"]["attempts"][0]["check"] == ["number_not_in_source"]
+
+
+GREASE_RUNNING = "Can I grease the P-200 bearings while the pump is running?"
+
+
+@pytest.mark.parametrize("query, phrase, reply_text, verdict", [
+    # faithful: the settling sentence, cited
+    (GREASE_RUNNING, "mandatory before any work on pump bearings",
+     "No. Lockout/tagout is mandatory before any work on pump bearings, even for a short task such as greasing [{n}].",
+     "ok"),
+    # the passage's heading copied as a sentence of its own: dropped, not an uncited sentence
+    ("When should a rapid sand filter be backwashed?", "When to backwash.",
+     "When to backwash.\nBackwash a rapid sand filter when the head loss across the bed reaches 2.5 m [{n}].", "ok"),
+    # the polarity of the passage reversed, in English and in French
+    (GREASE_RUNNING, "mandatory before any work on pump bearings",
+     "Yes, you can grease the P-200 bearings while the pump is running [{n}].", "reversed_polarity"),
+    ("Puis-je graisser les roulements de la P-200 pendant que la pompe tourne ?", "mandatory before any work",
+     "Oui, vous pouvez graisser les roulements de la P-200 pendant que la pompe tourne [{n}].", "reversed_polarity"),
+    # an invented value and an invented name
+    ("How often should I grease the bearings on pump P-200?", "every 2,000 operating hours",
+     "Grease the P-200 bearings every 500 operating hours [{n}].", "number_not_in_source"),
+    ("How often should I grease the bearings on pump P-200?", "every 2,000 operating hours",
+     "Grease the P-200 bearings with Shell Gadus every 2,000 operating hours [{n}].", "name_not_in_source"),
+    # an empty answer
+    ("How often should I grease the bearings on pump P-200?", "every 2,000 operating hours",
+     "The P-200 was manufactured by the company [{n}].", "restates_nothing|name_not_in_source"),
+])
+def test_written_answers_through_the_chat_api(tmp_path, query, phrase, reply_text, verdict):
+    def reply(body):
+        return reply_text.format(n=block_with(body, phrase))
+
+    with FakeChatServer(reply) as cloud:
+        result, record = ask(tmp_path, query, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
+                             llm_writer_cloud_model="m")
+    attempt = record["writer"]["attempts"][0]
+    if verdict == "ok":
+        assert result.writer.path == "cloud", attempt
+        assert "When to backwash." not in result.answer
+    else:
+        assert result.writer.path == "extractive" and set(verdict.split("|")) & set(attempt["check"]), attempt
 
 
 def test_streamed_sentences_are_checked_before_they_are_sent():
@@ -258,8 +328,8 @@ def test_a_meta_answer_from_the_model_is_rejected(tmp_path):
         result, record = ask(tmp_path, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
                              llm_writer_cloud_model="m")
     assert result.writer.path == "extractive"
-    assert record["writer"]["attempts"][0]["check"] == ["unsupported_sentence"]
-    assert "sentence unlike the cited passage (1)" in result.writer.fallback_reason
+    assert {"restates_nothing", "not_entailed"} <= set(record["writer"]["attempts"][0]["check"])
+    assert "sentence restating nothing of the cited passage (1)" in result.writer.fallback_reason
 
 
 def test_a_failing_endpoint_is_skipped_for_a_while():

@@ -145,6 +145,8 @@ _LIST_MARK = re.compile(r"^\s*(?:\d+[.)]|[-*•])\s+")
 # Identifiers such as P-200, E-47, PROC-LOTO-01, ISO-9001: letters and digits joined by hyphens.
 _IDENT = re.compile(r"\b[A-Za-z]+[A-Za-z0-9]*(?:-[A-Za-z0-9]+)+\b")
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[ \u00a0\u202f,.]\d{3})*(?:[.,]\d+)?(?![\w])")
+# The number of a step inside a passage ("... valve. 2. Open the hydrant"): no quantity it states.
+_STEP_NUMBER = re.compile(r"(?:^|(?<=[.:;]\s))\d{1,2}[.)]\s+(?=[A-ZÀ-Ý])")
 _THINK = re.compile(r"<think>.*?</think>", re.S)
 
 
@@ -173,18 +175,33 @@ class CitationCheck:
 def _number_forms(token: str) -> set[str]:
     """Readings of a number as written: "2,000" is 2000 (or 2.000 in French), "0,5" is 0.5."""
     t = token.replace("\u00a0", " ").replace("\u202f", " ")
-    forms = {re.sub(r"[ ,.]", "", t)}  # every separator a thousands separator
+    forms = set()
+    if re.fullmatch(r"\d+|\d{1,3}(?:[ ,.]\d{3})+", t):  # every separator a thousands separator
+        forms.add(re.sub(r"[ ,.]", "", t))
     if re.fullmatch(r"\d+(?:[ ,.]\d{3})*[.,]\d+", t):  # the last separator a decimal point
         head, tail = re.split(r"[.,](?=\d+$)", t)
         forms.add(re.sub(r"[ ,.]", "", head) + "." + tail)
     return {f.lstrip("0") or "0" for f in forms}
 
 
+# Numbers written as words, where they count something ("every two years", "deux fois par jour").
+_WORD_VALUES = {w: str(n) for n, ws in {
+    2: "two twice deux", 3: "three trois", 4: "four quatre", 5: "five cinq", 6: "six", 7: "seven sept",
+    8: "eight huit", 9: "nine", 10: "ten dix", 11: "eleven onze", 12: "twelve douze"}.items() for w in ws.split()}
+_NUMBER_WORD = re.compile(
+    r"\b(" + "|".join(_WORD_VALUES) + r")\s+(?=(hours?|days?|weeks?|months?|years?|minutes?|seconds?|times|shifts?|"
+    r"heures?|jours?|semaines?|mois|ans|ann[ée]es?|secondes?|fois|postes?)\b)|\b(twice)\b", re.I)
+
+
 def _numbers(text: str) -> set[str]:
     out: set[str] = set()
     for m in _NUMBER.finditer(_CITE.sub(" ", text)):
         out |= _number_forms(m.group())
-    return out
+    return out | {_WORD_VALUES[w.lower()] for w in _number_words(text)}
+
+
+def _number_words(text: str) -> list[str]:
+    return [m.group(1) or m.group(3) for m in _NUMBER_WORD.finditer(text)]
 
 
 def _norm_ident(s: str) -> str:
@@ -354,10 +371,13 @@ def sentence_problems(sentence: str, cites: list[int], passages: list[Candidate]
     cited_text = " ".join(passages[n - 1].title + " " + passages[n - 1].text for n in cites)
     problems = []
     body, denied = _body(sentence, premise)
-    cited_numbers = _numbers(cited_text)
+    cited_numbers = _numbers(_STEP_NUMBER.sub(" ", cited_text))
     for m in _NUMBER.finditer(body):
         if not (_number_forms(m.group()) & cited_numbers):
             problems.append(("number_not_in_source", f"{m.group()!r} is not in the cited passage {cites}"))
+    for w in _number_words(body):
+        if _WORD_VALUES[w.lower()] not in cited_numbers:
+            problems.append(("number_not_in_source", f"{w!r} is not in the cited passage {cites}"))
     premise_numbers = _numbers(premise or "")
     for m in _NUMBER.finditer(denied):
         if not (_number_forms(m.group()) & (premise_numbers | cited_numbers)):
@@ -493,7 +513,7 @@ class LLMWriter:
 
     def __init__(self, endpoints: list[Endpoint], policy: str = "local", max_tokens: int = 256,
                  timeout: float = 60.0, threads: int | None = None, fallback: ExtractiveWriter | None = None,
-                 embedder=None, support_min: float = 0.3, breaker_failures: int = 3, breaker_cooldown_s: float = 30.0,
+                 embedder=None, support_min: float = 0.4, breaker_failures: int = 3, breaker_cooldown_s: float = 30.0,
                  reader=None, thresholds: CheckThresholds | None = None, excerpt_window: int | None = 1):
         if not endpoints:
             raise ValueError("the llm writer needs at least one endpoint")
@@ -640,8 +660,10 @@ class LLMWriter:
 
 def check_thresholds(settings) -> CheckThresholds:
     return CheckThresholds(entail_min=settings.llm_writer_entail_min, related_min=settings.llm_writer_related_min,
-                           support_min=settings.llm_writer_support_min,
-                           nli_crosslingual=settings.llm_writer_nli_crosslingual)
+                           support_min=settings.llm_writer_support_min, overlap_min=settings.llm_writer_overlap_min,
+                           nli_crosslingual=settings.llm_writer_nli_crosslingual,
+                           nli_languages=tuple(x.strip().lower() for x in settings.llm_writer_nli_languages.split(",")
+                                               if x.strip()))
 
 
 def _shared_reader():

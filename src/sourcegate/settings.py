@@ -95,10 +95,14 @@ class Settings(BaseSettings):
     llm_writer_nli: bool = Field(True, validation_alias=_env("LLM_WRITER_NLI"))
     # ask the NLI head about a sentence and a passage in two languages (off: the head reads English only)
     llm_writer_nli_crosslingual: bool = Field(False, validation_alias=_env("LLM_WRITER_NLI_CROSSLINGUAL"))
+    # languages the head was trained on (comma-separated): sentences in other languages are not asked
+    llm_writer_nli_languages: str = Field("en", validation_alias=_env("LLM_WRITER_NLI_LANGUAGES"))
     # embedding cosine from which a passage sentence is about the same thing (the polarity test)
-    llm_writer_related_min: float = Field(0.5, ge=0, le=1, validation_alias=_env("LLM_WRITER_RELATED_MIN"))
+    llm_writer_related_min: float = Field(0.45, ge=0, le=1, validation_alias=_env("LLM_WRITER_RELATED_MIN"))
     # across languages, a sentence this close to one of its passage restates something of it
-    llm_writer_support_min: float = Field(0.3, ge=0, le=1, validation_alias=_env("LLM_WRITER_SUPPORT_MIN"))
+    llm_writer_support_min: float = Field(0.4, ge=0, le=1, validation_alias=_env("LLM_WRITER_SUPPORT_MIN"))
+    # in the passage's language, this share of a sentence's content words beyond the question must be in it
+    llm_writer_overlap_min: float = Field(0.5, ge=0, le=1, validation_alias=_env("LLM_WRITER_OVERLAP_MIN"))
     # Sentences either side of the reader's span and of the best-matching sentence that the model
     # reads of each passage; -1: whole passages.
     llm_writer_excerpt_window: int = Field(1, ge=-1, validation_alias=_env("LLM_WRITER_EXCERPT_WINDOW"))

@@ -6,8 +6,9 @@ can get wrong while copying every number right:
 - **entailment**: the reader's NLI head must find the sentence entailed by one sentence (or two
   neighbouring sentences) of a passage it cites. It is the same reader the local judge loads
   (`judges.local.reader.load_reader`), not a second model, and all sentences of an answer go
-  through one batched `Reader.nli` call. It is applied where the reader can read the pair: the
-  sentence and the passage in the same language, unless `nli_crosslingual` is set;
+  through one batched `Reader.nli` call. It is applied where the reader can read the pair: a
+  sentence in one of `nli_languages`, and its passage in the same language unless
+  `nli_crosslingual` is set;
 - **polarity**: a sentence that grants ("Yes, you can X", "Oui, vous pouvez X") is rejected when a
   related sentence of the passage forbids or restricts ("X must not", "never", "do not", "only",
   "interdit", "ne ... jamais", "ne pas"); a sentence that denies ("X is not required", "never")
@@ -27,10 +28,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from .answer import sentences
-from .crosslingual import detect_language
+from .crosslingual import detect_language, load_glossary
 from .models import Candidate
 from .normalize import fold
 
@@ -38,9 +40,11 @@ from .normalize import fold
 @dataclass(frozen=True)
 class CheckThresholds:
     entail_min: float = 0.3  # NLI entailment probability, best passage window
-    related_min: float = 0.5  # embedding cosine: a passage sentence about the same thing
-    support_min: float = 0.3  # embedding cosine: across languages, a sentence close to the passage
+    related_min: float = 0.45  # embedding cosine: a passage sentence about the same thing
+    support_min: float = 0.4  # embedding cosine: across languages, a sentence close to the passage
     nli_crosslingual: bool = False  # ask the NLI head about pairs in two languages
+    nli_languages: tuple[str, ...] = ("en",)  # the languages the NLI head was trained on
+    overlap_min: float = 0.5  # same language: share of the sentence's new content words found in its passage
 
 
 # -- words ----------------------------------------------------------------------------------------
@@ -64,6 +68,20 @@ _RESTRICT = re.compile(
 _CONDITION = re.compile(
     r"\b(must|shall|required?|requires|requiring|mandatory|compulsory|need to|needs to|have to|has to|"
     r"doit|doivent|devez|obligatoire\w*|exig\w*|requis\w*|n[ée]cessaire\w*|il faut)\b", re.I)
+# "as many times as needed", "si nécessaire": a condition on the reader's judgement, no requirement.
+_AS_NEEDED = re.compile(r"\b(as|if|when|que|qu'|qu’|si)\s+(needed|required|necessary|n[ée]cessaire)\b", re.I)
+# Words that name a document or its parts: a sentence made of them speaks about the document, not
+# about what it says ("Follow the steps below", "voir la procédure").
+_DOCUMENT_WORDS = set("""
+document documents documentation procedure procedures passage passages section sections step steps instruction
+instructions detail details information informations below above following follows topic manual guide chapter
+procedure procedures etape etapes suivant suivante suivants suivantes ci-dessous ci-dessus detail details sujet
+manuel chapitre rubrique consigne consignes
+""".split())
+# "by the plant manager", "par le directeur": who did or does something. Across languages it cannot
+# be compared; in the passage's language, every content word of it must be in the passage.
+_AGENT = re.compile(r"\b(?:by|par)\s+(?:the|a|an|le|la|les|l'|l’|un|une|des|du)\s*([^\W\d][\w'’-]*(?:\s+[^\W\d][\w'’-]*){0,3})",
+                    re.I)
 _LEADING_YES_NO = re.compile(r"^\s*(yes|no|oui|non)\b[\s,.;:!-]*", re.I)
 # Questions that ask for a quantity or a frequency: the answer must state one.
 _QUANTITY_QUESTION = re.compile(
@@ -93,7 +111,8 @@ doit doivent peut peuvent dois oui non s n qu c
 """.split())
 
 
-def _stems(text: str) -> set[str]:
+@lru_cache(maxsize=8192)
+def _stems(text: str) -> frozenset[str]:
     """Content words of `text`, folded and crudely stemmed (the first six letters), digits kept whole."""
     out = set()
     for w in _WORD.findall(fold(text)):
@@ -101,8 +120,10 @@ def _stems(text: str) -> set[str]:
         w = re.split(r"['’]", w)[-1]
         if not w or w in _STOP or (len(w) < 3 and not any(c.isdigit() for c in w)):
             continue
+        if w in _DOCUMENT_WORDS:
+            continue
         out.add(w if any(c.isdigit() for c in w) else w[:6])
-    return out
+    return frozenset(out)
 
 
 def _has_words(folded_text: str, words: str) -> bool:
@@ -112,7 +133,7 @@ def _has_words(folded_text: str, words: str) -> bool:
 def grants(body: str) -> bool:
     """The sentence grants, allows or affirms ("Yes, ...", "you can", "vous pouvez") without a
     condition of its own: it denies, requires and restricts nothing."""
-    rest = _LEADING_YES_NO.sub("", body)
+    rest = _AS_NEEDED.sub(" ", _LEADING_YES_NO.sub("", body))
     return bool(_GRANT.search(body)) and not denies(body) and not _CONDITION.search(rest)
 
 
@@ -125,6 +146,7 @@ def restricts(text: str) -> bool:
     return bool(_DENY.search(text) or _RESTRICT.search(text))
 
 
+@lru_cache(maxsize=8192)
 def language_of(text: str, default: str = "en") -> str:
     return detect_language(text) or default
 
@@ -155,6 +177,7 @@ class SourceCheck:
         self._passage_sentences: dict[str, list[str]] = {}
         self._vectors: dict[str, Any] = {}
         self._nli: dict[tuple[str, str], float] = {}
+        self._bridges: dict[tuple[str, str, str], str] = {}
 
     # passages are read once per check
     def _sentences_of(self, c: Candidate) -> list[str]:
@@ -179,6 +202,23 @@ class SourceCheck:
         windows = ss + [f"{a} {b}" for a, b in zip(ss, ss[1:])]
         return [f"{c.title}. {w}" if c.title else w for w in windows]
 
+    def _bridged(self, text: str, cited: list[Candidate]) -> str:
+        """`text` with the terminology base's terms, in the passages' language, for every concept it
+        names in its own ("consignation" -> "lockout, tagout"): the multilingual embeddings miss
+        domain terms, and words can be compared once bridged."""
+        lang = language_of(text)
+        target = language_of(cited[0].text) if cited else "en"
+        if lang == target:
+            return text
+        key = (text, lang, target)
+        if key not in self._bridges:
+            try:
+                terms = load_glossary().bridge_terms(text, lang, target)
+            except Exception:  # a broken glossary costs the bridge, not the check
+                terms = []
+            self._bridges[key] = f"{text} ({'; '.join(terms)})" if terms else text
+        return self._bridges[key]
+
     def _same_language(self, body: str, cited: list[Candidate]) -> bool:
         lang = language_of(body)
         return any(language_of(c.text) == lang for c in cited)
@@ -190,7 +230,8 @@ class SourceCheck:
             return [None] * len(items)
         asked: list[list[tuple[str, str]]] = []
         for it in items:
-            if not self.t.nli_crosslingual and not self._same_language(it.body, it.cited):
+            if (language_of(it.body) not in self.t.nli_languages
+                    or (not self.t.nli_crosslingual and not self._same_language(it.body, it.cited))):
                 asked.append([])
                 continue
             asked.append([(p, it.body) for c in it.cited for p in self._premises(c)])
@@ -206,20 +247,20 @@ class SourceCheck:
         if self.embedder is None:
             return []
         ss = [s for c in cited for s in self._sentences_of(c)]
-        sims = self._embed(ss) @ self._embed([body])[0]
+        sims = self._embed(ss) @ self._embed([self._bridged(body, cited)])[0]
         return [(float(x), s) for x, s in zip(sims, ss)]
 
     def polarity(self, body: str, cited: list[Candidate]) -> tuple[str, str] | None:
         """(code, message) when the sentence turns its passage around, else None."""
+        # The passage's sentences about the same thing: those sharing two content words with it
+        # (across languages, through the terminology base), those its embedding is close to, and in
+        # any case the closest one.
+        words = _stems(_DENY.sub(" ", _GRANT.sub(" ", self._bridged(body, cited))))
+        near = [s for c in cited for s in self._sentences_of(c) if len(words & _stems(s)) >= 2]
         if self.embedder is not None:
-            # the passage's sentences about the same thing, and in any case the closest one
             related = sorted(self._related(body, cited), reverse=True)
-            near = [s for k, (x, s) in enumerate(related) if x >= self.t.related_min or k == 0]
-        elif self._same_language(body, cited):
-            # Without embeddings: the passage sentences sharing two content words with it.
-            words = _stems(_DENY.sub(" ", _GRANT.sub(" ", body)))
-            near = [s for c in cited for s in self._sentences_of(c) if len(words & _stems(s)) >= 2]
-        else:
+            near += [s for k, (x, s) in enumerate(related) if x >= self.t.related_min or k == 0]
+        elif not self._same_language(body, cited) and not near:
             return None
         if grants(body):
             against = [s for s in near if restricts(s)]
@@ -239,10 +280,23 @@ class SourceCheck:
                    and not _LEADING_YES_NO.fullmatch(n)]
         if missing:
             return ("name_not_in_source", f"{missing[0]!r} is not in the cited passage")
-        new = _stems(body) - _stems(self.question) - _stems(self.premise or "")
-        if new & _stems(passage_text):
+        same = self._same_language(body, cited)
+        passage_words = _stems(passage_text)
+        if same:
+            for m in _AGENT.finditer(body):
+                unknown = _stems(m.group(1)) - passage_words
+                if unknown:
+                    return ("name_not_in_source", f"{m.group(0)!r}: {sorted(unknown)[0]!r} is not in the cited passage")
+        given = _stems(self._bridged(self.question, cited)) | _stems(self._bridged(self.premise or "", cited))
+        new = _stems(self._bridged(body, cited)) - given
+        if same and new and self.t.overlap_min > 0:
+            share = len(new & passage_words) / len(new)
+            if share < self.t.overlap_min:
+                return ("restates_nothing", f"{share:.0%} of its words beyond the question are in the cited passage "
+                                            f"(< {self.t.overlap_min:.0%})")
+        if new & passage_words:
             return None
-        if not self._same_language(body, cited):
+        if not same:
             if self.embedder is None:
                 return None  # across languages words cannot be compared, and nothing else can say
             # A sentence close to one of the passage's restates something of it.
