@@ -46,10 +46,12 @@ def default_gguf() -> Path:
     return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def questions() -> list[dict]:
+def questions(limit: int | None = None) -> list[dict]:
+    """The demo questions, English and French; with `limit`, the first limit/2 of each language."""
     rows = []
     for name in ("questions.jsonl", "questions.fr.jsonl"):
-        rows += [json.loads(x) for x in (DEMO / name).read_text(encoding="utf-8").splitlines() if x.strip()]
+        part = [json.loads(x) for x in (DEMO / name).read_text(encoding="utf-8").splitlines() if x.strip()]
+        rows += part[: limit // 2] if limit else part
     return rows
 
 
@@ -315,6 +317,7 @@ def _triples_line(res: dict) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gguf", "--model", dest="gguf", type=Path, default=None, help="any instruct GGUF file")
+    ap.add_argument("--limit", type=int, default=None, help="only the first N/2 English and N/2 French questions")
     ap.add_argument("--trim-only", action="store_true",
                     help="only the embedded engine, with whole passages and with the trimmed prompt")
     ap.add_argument("--judge-pairs", type=int, default=160)
@@ -340,7 +343,7 @@ def main() -> None:
              f"{res['blind']['auroc']}, kept {res['blind']['supported_kept']} and {res['blind']['unsupported_kept']}")
         return
     gguf = args.gguf or default_gguf()
-    cases = questions()
+    cases = questions(args.limit)
     out: dict = {"model": gguf.name}
     with tempfile.TemporaryDirectory(prefix="sourcegate-bench-writer-") as tmp:
         home = Path(tmp)
