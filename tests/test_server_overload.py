@@ -157,3 +157,24 @@ def test_metrics_have_their_own_key(tmp_path):
         assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
         assert 'sourcegate_asks_total{interface="rest",status="answer_from_evidence"} 1.0' in r.text
     gate.close()
+
+
+def test_audit_lookups_wait_their_turn_like_questions(tmp_path):
+    # A lookup reads the audit log: with every slot taken and no queue, it is turned away with
+    # Retry-After rather than competing with the questions for the CPU and the disk.
+    settings = make_settings(tmp_path / "audit.jsonl", serve_max_concurrency=1, serve_max_queue=0)
+    judge = HeldJudge()
+    gate = make_gate(settings, judge)
+    with running_server(create_app(settings, gate)) as base, ThreadPoolExecutor(1) as pool:
+        judge.release.set()
+        audit_id = httpx.post(base + "/v1/ask", json={"query": Q}, timeout=60).json()["audit_id"]
+        _wait_entered(judge)
+        judge.release.clear()
+        held = pool.submit(httpx.post, base + "/v1/ask", json={"query": Q}, timeout=60)
+        _wait_entered(judge)
+        busy = httpx.get(f"{base}/v1/audit/{audit_id}", timeout=10)
+        assert busy.status_code == 503 and busy.headers["retry-after"].isdigit()
+        judge.release.set()
+        assert held.result().status_code == 200
+        assert httpx.get(f"{base}/v1/audit/{audit_id}", timeout=10).status_code == 200
+    gate.close()

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import sqlite3
 import threading
 from dataclasses import asdict, dataclass, field
@@ -544,8 +545,17 @@ class AuditIndex:
         return None
 
 
+# The audit_id key in a canonical line: quotes inside string values are escaped, so this only
+# matches a key. (A nested object's own audit_id could match first: a lookup checks the record
+# it reads, and falls back to a scan.)
+_AUDIT_ID_KEY = re.compile(rb'"audit_id":"([A-Za-z0-9_-]{1,64})"')
+
+
 def _audit_id_of(raw: bytes) -> str | None:
     """The audit_id of a line, read even from a line with a damaged byte elsewhere."""
+    m = _AUDIT_ID_KEY.search(raw)
+    if m is not None:
+        return m.group(1).decode("ascii")
     try:
         rec = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError):

@@ -343,6 +343,16 @@ class _GateHolder:
                 if self._loaded is not None:
                     self._loaded.set()
             await anyio.sleep(delay)
+        await anyio.to_thread.run_sync(self._warm_audit_index)  # ready meanwhile: lookups wait for it
+
+    def _warm_audit_index(self) -> None:
+        """Bring the audit log's index up to date now rather than on the first lookup."""
+        audit = self.audit()
+        try:
+            if audit is not None:
+                audit.find("index-warm-up")
+        except Exception as e:  # a damaged or unreadable log: lookups will say so
+            log.warning("the audit index could not be brought up to date", extra={"error": type(e).__name__})
 
     async def get(self) -> SourceGate:
         if self.gate is not None:
