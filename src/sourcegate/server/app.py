@@ -704,8 +704,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
 
     configure_logging(settings.log_level or "info")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_allowed_hosts:
-        log.warning("serving on a non-local address without MCP_ALLOWED_HOSTS: /mcp answers 421 to requests whose "
-                    "Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
+        log.warning("serving on a non-local address without MCP_ALLOWED_HOSTS: /mcp (and /v1 without MCP_API_KEY) "
+                    "answers 421 to requests whose Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_api_key:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the library")
     uvicorn.Server(server_config(create_app(settings), settings, host=host, port=port)).run()
