@@ -616,9 +616,15 @@ def _register_commands() -> None:
 
     cli.add_command(replay_cmd)
     cli.add_command(tune_cmd)
-    for command in cli.commands.values():  # the global options, after the subcommand too
-        if not isinstance(command, click.Group):
-            command.params.extend(_global_params())
+    def leaves(group: click.Group):
+        for command in group.commands.values():
+            if isinstance(command, click.Group):
+                yield from leaves(command)
+            else:
+                yield command
+
+    for command in leaves(cli):  # the global options, after the subcommand too
+        command.params.extend(_global_params())
 
 
 _register_commands()
