@@ -186,3 +186,20 @@ def test_folder_ingest_names_every_skipped_file_and_filters_archived_metadata(tm
     hits = store.lexical_search("P-900 grease hours", 10, SearchFilters(exclude_status=()))
     assert {c.doc_id for c in store.get_chunks([h[0] for h in hits])} == {"r1.md", "r2.md"}
     store.close()
+
+
+def test_a_changed_sidecar_updates_its_document(tmp_path, embedder):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "valve.txt").write_text("Valve exercise\n\nExercise each line valve once a year.\n", encoding="utf-8")
+    sidecar = lib / "valve.txt.meta.json"
+    sidecar.write_text('{"version": "1"}', encoding="utf-8")
+    store = open_store(tmp_path / "index.db", embedder.id, embedder.dim)
+    ingestor = Ingestor(store, embedder, workers=1)
+    assert ingestor.ingest([lib]).added == 1
+    assert ingestor.ingest([lib]).unchanged == 1
+    sidecar.write_text('{"version": "2", "status": "withdrawn"}', encoding="utf-8")  # the file itself is untouched
+    assert ingestor.ingest([lib]).updated == 1
+    record = store.get_document("valve.txt")
+    assert (record.version, record.status) == ("2", "archived")
+    store.close()
