@@ -314,6 +314,48 @@ def _triples_line(res: dict) -> str:
     return f"{res['set']} triples, right verdicts, new check (old check): " + "; ".join(parts)
 
 
+def prompt_sizes(limit: int | None = None) -> dict:
+    """The prompt the model would read for each demo question the gate answers, with whole
+    passages and trimmed, without running a model: the writer talks to a loopback fake of the
+    chat API that records the trimmed prompt, and the whole-passage prompt is built from the same
+    passages. Tokens: the reader's WordPiece tokenizer (a proxy: a GGUF model's own count is in
+    the model runs' `prompt_tokens`)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from fakes.chat_server import FakeChatServer
+
+    from sourcegate.gate import Status
+    from sourcegate.judges.local.reader import load_reader
+    from sourcegate.llm_writer import LLMWriter, build_messages, endpoints_for
+
+    reader = load_reader()
+    seen: list = []
+
+    class Recording(LLMWriter):
+        def write(self, query, status, evidence, conflicts, search_text=None, on_event=None):
+            seen.append((query, status, evidence if status is Status.ANSWER else conflicts))
+            return super().write(query, status, evidence, conflicts, search_text, on_event)
+
+    with tempfile.TemporaryDirectory(prefix="sourcegate-bench-prompts-") as tmp, FakeChatServer("-") as fake:
+        home = Path(tmp)
+        ingest_corpus(demo_settings(home), DEMO / "corpus")
+        writer = Recording(endpoints_for("cloud", None, None, fake.url + "/v1", "m", None), "cloud", reader=reader)
+        gate = SourceGate(demo_settings(home), writer=writer)
+        for case in questions(limit):
+            gate.ask(case["query"])
+        gate.close()
+        bodies = list(fake.bodies)
+
+    def tokens(messages) -> int:
+        return sum(len(reader.tok.encode(m["content"]).ids) for m in messages)
+
+    whole = [tokens(build_messages(q, st, ps)) for q, st, ps in seen]
+    trimmed = [tokens(b["messages"]) for b in bodies]
+    p50 = lambda v: sorted(v)[len(v) // 2]  # noqa: E731
+    return {"prompts": len(whole), "whole_passages": {"p50": p50(whole), "mean": round(sum(whole) / len(whole), 1)},
+            "trimmed": {"p50": p50(trimmed), "mean": round(sum(trimmed) / len(trimmed), 1)},
+            "trimmed_over_whole": round(sum(trimmed) / sum(whole), 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gguf", "--model", dest="gguf", type=Path, default=None, help="any instruct GGUF file")
@@ -326,7 +368,14 @@ def main() -> None:
     ap.add_argument("--support-only", action="store_true", help="only the support test on its hand-written sets (seconds)")
     ap.add_argument("--triples", choices=("dev", "dev2", "dev+dev2", "blind"), help="only the check on hand-written triples, old and new (seconds)")
     ap.add_argument("--fit-check", action="store_true", help="sweep the check's thresholds on the development triples")
+    ap.add_argument("--prompt-size", action="store_true",
+                    help="prompt tokens with whole passages and trimmed, on the demo questions, without a model")
     args = ap.parse_args()
+    if args.prompt_size:
+        res = prompt_sizes(args.limit)
+        emit("writer_prompt_size", res, f"{res['prompts']} prompts: tokens p50 {res['whole_passages']['p50']} with whole "
+             f"passages, {res['trimmed']['p50']} trimmed; trimmed/whole {res['trimmed_over_whole']}")
+        return
     if args.fit_check:
         res = fit_check()
         emit("writer_check_fit", res, f"best on dev triples ({res['reader']}): {res['env']}, right verdicts per cell "
