@@ -69,11 +69,24 @@ def sentences(text: str) -> list[str]:
 _QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently)|what (interval|torque|level|depth|quantity)|combien|quelle? (fréquence|quantité))\b", re.I)
 
 
-def rank_sentences(query: str, text: str) -> list[tuple[float, int, str]]:
+def is_heading(s: str, title: str = "") -> bool:
+    """A title, heading or list label rather than a sentence: the document's title, a line that ends
+    with a colon, or a short line with no sentence punctuation ("When to backwash", "Scope")."""
+    t = s.strip().lstrip("#").strip()
+    if title and t.rstrip(".").strip().lower() == title.strip().lower():
+        return True
+    if t.endswith(":"):
+        return True
+    return len(t) < 90 and len(t.split()) < 10 and not re.search(r"[.!?;]\s*[\"')\]]?$", t)
+
+
+def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, int, str]]:
     terms = query_terms(query)
     wants_number = bool(_QUANTITY_Q.search(query))
     scored = []
     for i, s in enumerate(sentences(text)):
+        if is_heading(s, title):
+            continue
         score = lexical_overlap(terms, s)
         if wants_number and re.search(r"\d", s):
             score += 0.25
@@ -85,10 +98,21 @@ def rank_sentences(query: str, text: str) -> list[tuple[float, int, str]]:
     return scored
 
 
-def best_sentences(query: str, text: str, k: int = 2) -> list[str]:
-    ranked = rank_sentences(query, text)
+def best_sentences(query: str, text: str, k: int = 2, title: str = "") -> list[str]:
+    ranked = rank_sentences(query, text, title)
+    if not ranked:  # nothing but headings: the passage is quoted as it is
+        return sentences(text)[:1]
     picked = [r for r in ranked[:k] if r[0] > 0] or ranked[:1]
     return [s for _, _, s in sorted(picked, key=lambda r: r[1])]
+
+
+def quoted(query: str, c: Candidate, k: int) -> list[str]:
+    """What the answer quotes from an evidence passage: the sentence the judge found answering (the
+    reader's span, or the sentence that settles a yes/no question) when it found one, else the `k`
+    sentences that share most with the question; never a title or heading."""
+    if c.quote:
+        return [c.quote]
+    return best_sentences(query, c.text, k, c.title)
 
 
 _PREMISE_SPLIT = re.compile(r"[,;:]|\b(?:so|therefore|then|donc|alors)\b", re.I)
@@ -125,14 +149,14 @@ class ExtractiveWriter:
               search_text: str | None = None, on_event=None) -> WrittenAnswer:
         match_text = search_text or query
         if status is Status.ANSWER:
-            lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in best_sentences(match_text, c.text, self.k)]
+            lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in quoted(match_text, c, self.k)]
             src, cites = _sources(evidence)
             return WrittenAnswer("From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
         if status is Status.CONFLICT:
             premise = extract_premise(query)
             bridge_terms = match_text[len(query):] if match_text.startswith(query) else ""
             lines = [f'- "{s}" [{n}]' for n, c in enumerate(conflicts, start=1)
-                     for s in best_sentences(premise + bridge_terms, c.text, 1)]
+                     for s in best_sentences(premise + bridge_terms, c.text, 1, c.title)]
             src, cites = _sources(conflicts)
             text = (f'The documents contradict a premise of the question: "{premise}". What they say instead:\n'
                     + "\n".join(lines) + "\n\nCheck the assumption before acting.\n\n" + src)

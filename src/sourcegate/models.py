@@ -96,6 +96,8 @@ class Candidate:
     passage_features: dict[str, Any] | None = None
     # The stored embedding of the chunk, when the store returns it.
     embedding: Any = field(default=None, repr=False)
+    # The sentence that answers, when the judge found it (set after judging; see PassageJudgement.quote).
+    quote: str | None = None
 
     def __post_init__(self) -> None:
         # Whatever a document claimed, only an http(s) URL reaches an answer, a tool result or the page.

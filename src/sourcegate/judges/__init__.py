@@ -14,7 +14,7 @@ def make_judge(settings, embedder=None) -> Judge:
     if name == "local":
         from .local import LocalJudge
 
-        return LocalJudge(embedder=embedder, reader=getattr(settings, "reader", False))
+        return LocalJudge(embedder=embedder, reader=getattr(settings, "reader", True))
     if name == "typesafe":
         from .typesafe import TypeSafeJudge
 

@@ -29,6 +29,9 @@ class PassageJudgement:
     id: str
     scores: PassageScores | None
     error: str | None = None
+    # the passage's sentence that answers (the reader's span, or the one that settles a yes/no
+    # question), when the judge knows it: the extractive answer quotes it
+    quote: str | None = None
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ from ..base import JudgeInput, Judgement, PassageJudgement
 from . import text as T
 from .features import (
     _cov,
+    _ids_similar,
     analyse_passage,
     analyse_query,
     con_features,
@@ -44,11 +46,11 @@ def features_version() -> str:
 
 
 FEATURES_VERSION = features_version()
-# the reader reads English questions against passages in the same language
-READER_LANGS = ("en",)
 # cascade: passages the relevance head puts below this are not read (the gate drops them at 0.45)
 READER_MIN_REL = 0.2
 FOCUS_MISSING_EVIDENCE_MAX = 0.5
+# the question names a unit (P-200) and the passage is about a sibling (P-300) and never names it
+OTHER_UNIT_EVIDENCE_MAX = 0.05
 ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
 CASCADE_SIM_FLOOR = 0.15
 CASCADE_LEX_FLOOR = 0.2
@@ -104,9 +106,9 @@ def passage_features(text: str, title: str = "", weights: Weights | None = None,
 class LocalJudge:
     name = "local"
 
-    def __init__(self, embedder=None, weights_dir=None, reader: bool = False, rules: bool | None = None):
-        """`reader=True` adds the reader stage (`SOURCEGATE_READER=true`); without it the judge uses the
-        interpretable features alone. `rules`
+    def __init__(self, embedder=None, weights_dir=None, reader: bool = True, rules: bool | None = None):
+        """`reader=True` (the default; `SOURCEGATE_READER=false` turns it off) adds the reader and yes/no
+        stages; without them the judge uses the interpretable features alone. `rules`
         applies the focus and frequency caps to the evidence question; by default only where the
         reader does not read the passage (it makes them redundant where it does)."""
         if embedder is None:
@@ -201,7 +203,9 @@ class LocalJudge:
                 base[k] = self._base_scores(w, q, info, p, embs[spans[k][0]:spans[k][1]], xmaps.get(k, {}))
             except Exception as e:
                 results[k] = PassageJudgement(p.id, None, f"local judge failed: {type(e).__name__}: {e}")
-        read = self._reader_stage(query, q, passages, base)
+        readings = self._reader_stage(query, q, passages, base, infos)
+        self._polar_stage(q, base, readings, infos)
+        _other_unit_stage(q, base, infos)
         for k, b in base.items():
             p = passages[k]
             try:
@@ -212,13 +216,13 @@ class LocalJudge:
                     contains_prompt_injection=_clip(b["inj"]),
                     is_superseded=_clip(b["sup"]),
                 )
-                results[k] = PassageJudgement(p.id, scores)
+                results[k] = PassageJudgement(p.id, scores, quote=b.get("quote"))
             except Exception as e:
                 results[k] = PassageJudgement(p.id, None, f"local judge failed: {type(e).__name__}: {e}")
         return Judgement(
             model=self.model_id,
             results=[r for r in results],
-            usage={"passages": len(passages), "sentences_embedded": len(texts), "passages_read": read,
+            usage={"passages": len(passages), "sentences_embedded": len(texts), "passages_read": len(readings),
                    "latency_ms": round((time.perf_counter() - t0) * 1000, 1)},
         ), base
 
@@ -270,29 +274,95 @@ class LocalJudge:
         return {"qtype": q.qtype, "rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
                 "sup": p_sup, "xling": xling}
 
-    def _reader_stage(self, query: str, q, passages: list[JudgeInput], base: dict) -> int:
-        """The reader reads the passages in the query's language (English) that the relevance head keeps
-        above `READER_MIN_REL`, in one batch; its readings become inputs of the evidence head. The caps
-        apply where it does not read. Returns how many it read."""
+    def _reader_stage(self, query: str, q, passages: list[JudgeInput], base: dict, infos: dict) -> dict:
+        """The reader reads the passages (any language: it is multilingual) that the relevance head keeps
+        above `READER_MIN_REL`, in one batch; its readings become inputs of the evidence head, and the
+        sentence holding its answer span becomes the passage's quote. The caps apply where it does not
+        read. Returns the readings by passage index."""
         rd = self.reader
-        todo = []
-        if rd is not None:
-            todo = [k for k, b in base.items()
-                    if not b["xling"] and q.lang in READER_LANGS and b["rel"] >= READER_MIN_REL]
+        todo = [k for k, b in base.items() if b["rel"] >= READER_MIN_REL] if rd is not None else []
         readings = {}
         if todo:
             try:
-                for k, r in zip(todo, rd.reader.read(query, [passages[k].text or "" for k in todo])):
-                    readings[k] = r
+                readings = dict(zip(todo, rd.reader.read(query, [passages[k].text or "" for k in todo])))
             except Exception:
                 readings = {}  # the reader failed: the interpretable heads answer alone
         for k, b in base.items():
             r = readings.get(k)
             if r is not None:
+                b["reading"] = r
                 b["evi"] = rd.evidence(b, r)
+                if r.span_start >= 0 and r.span_margin > 0:
+                    b["quote"] = sentence_at(infos[k].sentences, passages[k].text or "", r.span_start, r.span_end)
             if b["caps"] and (self._rules if self._rules is not None else r is None):
                 b["evi"] = min([b["evi"]] + b["caps"])
-        return len(readings)
+        return readings
+
+    def _polar_stage(self, q, base: dict, readings: dict, infos: dict) -> None:
+        """Yes/no questions: whether a passage settles the question, either way, is the reader's yes/no
+        reading (a passage that says "never" is evidence), through its own calibrated head; the quote
+        is the sentence nearest to the question, which is the one that settles it."""
+        rd = self.reader
+        if rd is None or not readings or not T.is_polar(q.text):
+            return
+        for k, r in readings.items():
+            b = base[k]
+            b["evi"] = rd.polar_evidence(b, r)
+            b["quote"] = settling_sentence(q, infos[k])
+
+
+def sentence_at(sents: list[str], text: str, start: int, end: int) -> str | None:
+    """The sentence of `sents` (the passage's, in order) that holds text[start:end], or None."""
+    span = text[start:end].strip()
+    pos = 0
+    for s in sents:
+        i = text.find(s[:40], pos) if s else -1
+        if i < 0:
+            continue
+        if i <= start < i + len(s) + 1 or (span and span in s and i >= start - len(s)):
+            return None if _heading_like(s) else s
+        pos = i
+    hits = [s for s in sents if span and span in s and not _heading_like(s)]
+    return hits[0] if hits else None
+
+
+def settling_sentence(q, info) -> str | None:
+    """The passage's sentence nearest to a yes/no question: embedding similarity, then shared words."""
+    sents = info.sentences
+    emb = getattr(info, "sent_emb", None)
+    if not sents:
+        return None
+    qstems = {T.stem(t) for t in T.tokens(q.text) if t not in T.STOP and t not in T.QWORDS}
+    best, best_score = None, -1e9
+    for i, s in enumerate(sents):
+        if _heading_like(s):
+            continue
+        sim = float(emb[i] @ q.emb) if emb is not None and len(emb) == len(sents) else 0.0
+        stems = {T.stem(t) for t in T.tokens(s)}
+        score = sim + 0.1 * (len(qstems & stems) / max(1, len(qstems)))
+        if score > best_score:
+            best, best_score = s, score
+    return best
+
+
+def _heading_like(s: str) -> bool:
+    """A title, heading or list label rather than a sentence ("When to backwash", "Scope:")."""
+    t = s.strip()
+    return len(t) < 90 and not re.search(r"[.!?;]\s*$", t) and len(t.split()) < 10 or t.endswith(":")
+
+
+def _other_unit_stage(q, base: dict, infos: dict) -> None:
+    """A passage about another unit than the one the question names is never evidence: the question names
+    an identifier (P-200, CR-5) and the passage names none of the question's but a sibling of the same
+    family (P-300, CR-7)."""
+    if not q.ids:
+        return
+    qids = set(q.ids)
+    for k, b in base.items():
+        pids = set(infos[k].ids)
+        if pids and not (qids & pids) and any(_ids_similar(i, j) for i in qids for j in pids):
+            b["evi"] = min(b["evi"], OTHER_UNIT_EVIDENCE_MAX)
+            b["quote"] = None
 
 
 XLING_WORD_MIN_SIM = 0.55

@@ -1,10 +1,12 @@
-"""The reader: a small cross-encoder over (question, passage), run as int8 ONNX with onnxruntime.
+"""The reader: a small multilingual cross-encoder over (question, passage), run as int8 ONNX with
+onnxruntime.
 
-It was trained with span supervision (`training/reader/`): for each passage it returns the
-probability that the passage states the answer, the margin of the best answer span over "no answer",
-the span itself, and an NLI reading of the question as a claim against the passage (the probability of
-contradiction). Passages longer than one window are read in overlapping windows and the most
-confident window is kept. All passages of a question go through in one padded batch.
+It was trained (`training/reader/`) on English and French: for each passage it returns the probability
+that the passage states the answer (for a yes/no question: settles it, either way), the margin of the
+best answer span over "no answer", the span itself and where it sits in the passage, a yes/no reading
+(the passage says yes, says no, or leaves the question open), and an NLI reading (`nli`) shared with
+the written answer's check. Passages longer than one window are read in overlapping windows and the
+most confident window is kept. All passages of a question go through in one padded batch.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ class Reading:
     p_contradiction: float  # NLI: the question, read as a claim, is contradicted by the passage
     p_entailment: float
     span_context: str = ""  # the span with a few words before it ("every 2,000 hours")
+    span_start: int = -1  # the span's character offsets in the passage (-1 when there is none)
+    span_end: int = -1
+    p_yes: float = 0.0  # yes/no reading: the passage says yes, says no, leaves the question open
+    p_no: float = 0.0
+    p_open: float = 1.0
 
 
 def _sigmoid(x):
@@ -65,13 +72,18 @@ class Reader:
         self.tok.no_truncation()
         self.tok.no_padding()
         self.max_len = int(self.meta.get("max_len", MAX_LEN))
+        special = self.meta.get("special") or {}
+        # <s> question </s> passage </s> (the multilingual reader), or [CLS] ... [SEP] ... [SEP]
+        self.bos = int(special["bos"]) if "bos" in special else self.tok.token_to_id("[CLS]")
+        self.eos = int(special["eos"]) if "eos" in special else self.tok.token_to_id("[SEP]")
+        self.outputs = [o.name for o in self.session.get_outputs()]
         self._lock = threading.Lock()
 
     def _windows(self, q_ids: list[int], passage: str):
         """(input ids, type ids, passage char offsets per token) for each window of the passage."""
         enc = self.tok.encode(passage, add_special_tokens=False)
         p_ids, offs = enc.ids, enc.offsets
-        cls, sep = self.tok.token_to_id("[CLS]"), self.tok.token_to_id("[SEP]")
+        cls, sep = self.bos, self.eos
         q = q_ids[: 64]
         room = max(16, self.max_len - len(q) - 3)
         out = []
@@ -107,7 +119,9 @@ class Reader:
             tt[i, : len(b)] = b
             am[i, : len(a)] = 1
         with self._lock:
-            start, end, ans, nli = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
+            outs = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
+        start, end, ans, nli = outs[:4]
+        polar = _softmax(outs[4]) if len(outs) > 4 else None
         windows: dict[int, list[Reading]] = {}
         for i in range(n):
             po = rows[i][2]
@@ -127,7 +141,10 @@ class Reader:
             ctx = text[max(0, po[a][0] - 24): po[b][1]] if valid.any() else ""
             pn = _softmax(nli[i])
             r = Reading(p_answer=float(_sigmoid(ans[i])), span_margin=margin, span=span,
-                        p_contradiction=float(pn[2]), p_entailment=float(pn[0]), span_context=ctx)
+                        p_contradiction=float(pn[2]), p_entailment=float(pn[0]), span_context=ctx,
+                        span_start=po[a][0] if valid.any() else -1, span_end=po[b][1] if valid.any() else -1)
+            if polar is not None:
+                r.p_yes, r.p_no, r.p_open = (float(x) for x in polar[i])
             windows.setdefault(owner[i], []).append(r)
         out = []
         for k in range(len(passages)):

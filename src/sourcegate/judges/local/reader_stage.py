@@ -1,10 +1,13 @@
 """The reader's place in the local judge: its readings, with the interpretable heads' probabilities,
 go through small calibrated heads fitted on data apart from both (`training/reader/stack.py`).
 
-`reader_heads.json` holds that head in the format of `local_judge.json` (standardise, logistic
-regression, isotonic calibration): `evi_rd`, contains_answer_evidence from the reader's answerable
-probability, span margin and span form, and the interpretable evidence and relevance probabilities.
-The reader's NLI reading is measured (`training/reader/evaluate.py`) but not used by the gate.
+`reader_heads.json` holds those heads in the format of `local_judge.json` (standardise, logistic
+regression, isotonic calibration):
+- `evi_rd`: contains_answer_evidence from the reader's answerable probability, span margin and span
+  form, and the interpretable evidence and relevance probabilities;
+- `evi_polar`: the same for yes/no questions, from the reader's yes/no reading (how surely the passage
+  settles the question, either way) with the answerable probability and the interpretable ones.
+The reader's NLI reading serves the written answer's check (`Reader.nli`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,18 @@ def reader_features(base: dict, r: Reading) -> dict[str, float]:
     }
 
 
+POLAR_NAMES = ("lo_evi", "lo_rel", "lo_ans", "lo_settle")
+
+
+def polar_features(base: dict, r: Reading) -> dict[str, float]:
+    return {
+        "lo_evi": _logit(base["evi_base"]),
+        "lo_rel": _logit(base["rel"]),
+        "lo_ans": _logit(r.p_answer),
+        "lo_settle": _logit(1.0 - r.p_open),
+    }
+
+
 class ReaderStage:
     def __init__(self, reader: Reader, heads: dict, raw: bytes):
         self.reader = reader
@@ -59,6 +74,13 @@ class ReaderStage:
     def evidence(self, base: dict, r: Reading) -> float:
         h = self.heads["evi_rd"]
         return float(h.predict(vec(reader_features(base, r), h.names))[0])
+
+    def polar_evidence(self, base: dict, r: Reading) -> float:
+        """contains_answer_evidence for a yes/no question: does the passage settle it, either way."""
+        h = self.heads.get("evi_polar")
+        if h is None:
+            return self.evidence(base, r)
+        return float(h.predict(vec(polar_features(base, r), h.names))[0])
 
 
 _lock = threading.Lock()

@@ -369,3 +369,18 @@ def has_person_or_org(sentence: str) -> bool:
     # capitalised words not at sentence start
     words = re.findall(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+", sentence)
     return len(words) > 0
+
+
+# a yes/no question: an auxiliary or modal first (English), "est-ce que", an inverted verb ("Faut-il",
+# "Puis-je", "Le filtre doit-il ...") or "n'importe" forms (French); not a question word first
+_POLAR_EN = re.compile(r"^\s*(is|are|was|were|am|does|did|do|has|have|had|can|could|will|would|should|shall|must|may|might)\b")
+_POLAR_FR = re.compile(r"^\s*(est-ce qu|y a-t-il|n'y a-t-il)|^[^?]{0,80}?\b\w+-(je|tu|il|elle|on|nous|vous|ils|elles)\b")
+_WH_FIRST = re.compile(r"^\s*(what|which|who|whom|whose|when|where|why|how|quel|quelle|quels|quelles|qui|quand|ou|comment|pourquoi|combien|que|qu)\b")
+
+
+def is_polar(query: str) -> bool:
+    """A yes/no question ("Can I ...?", "Do I need ...?", "Faut-il ...?", "Est-ce que ...?")."""
+    q = fold(query).replace("\u2019", "'").strip()
+    if _WH_FIRST.match(q) or " or " in q or " ou " in q:
+        return False
+    return bool(_POLAR_EN.match(q) or _POLAR_FR.match(q))
