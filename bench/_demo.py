@@ -42,7 +42,7 @@ def demo_questions() -> list[str]:
     return [r["query"] for r in rows if not r.get("blind") and not r.get("expected_parts")]
 
 
-def require_local_judge(embedder=None, reader: bool = False):
+def require_local_judge(embedder=None, reader: bool = True):
     """The local judge, or exit with what to do: the benchmarks that need it are meaningless without it."""
     try:
         from sourcegate.judges import JudgeInput

@@ -50,9 +50,9 @@ def twelve_candidates(gate: SourceGate, query: str):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--reader", action="store_true", help="the local judge with its reader stage")
+    ap.add_argument("--no-reader", action="store_true", help="the local judge without its reader and yes/no stages")
     ap.add_argument("--compare", action="store_true",
-                    help="with --reader: also time the judge without its reader stage, interleaved")
+                    help="also time the judge without its reader stage, interleaved")
     ap.add_argument("--threads", type=int, default=0,
                     help="BLAS threads of the embedder (0: the package default, UseEmbedder's 2)")
     ap.add_argument("--questions", type=Path, default=None,
@@ -65,7 +65,7 @@ def main() -> None:
         from sourcegate.embed import UseEmbedder
 
         gate = SourceGate(settings, embedder=UseEmbedder(threads=args.threads) if args.threads else None)
-        judge = require_local_judge(gate.embedder, reader=args.reader)
+        judge = require_local_judge(gate.embedder, reader=not args.no_reader)
         gate._judge = judge
         questions = demo_questions() if args.questions is None else [
             json.loads(line)["query"] for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]

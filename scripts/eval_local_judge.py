@@ -95,10 +95,10 @@ def main(argv=None):
     ap.add_argument("--latency-only", action="store_true")
     ap.add_argument("--evidence-only", action="store_true",
                     help="only the evidence and contradiction sets (SQuAD 2.0 dev, the hand-written reader sets)")
-    ap.add_argument("--reader", action="store_true", help="the judge with its reader stage (SOURCEGATE_READER)")
+    ap.add_argument("--no-reader", action="store_true", help="the judge without its reader and yes/no stages")
     args = ap.parse_args(argv)
     data = Path(args.data)
-    judge = LocalJudge(reader=args.reader)
+    judge = LocalJudge(reader=not args.no_reader)
     print(f"model: {judge.model_id}")
 
     if args.latency_only:

@@ -50,8 +50,8 @@ def test_judge_uses_the_reader_and_records_it():
     assert j.usage["passages_read"] == 2
     a, b = (x.scores for x in j.results)
     assert a.contains_answer_evidence > b.contains_answer_evidence
-    plain = local.LocalJudge()
-    assert "+reader-" not in plain.model_id  # opt-in: the default judge has no reader stage
+    assert "+reader-" in local.LocalJudge().model_id  # on by default
+    assert "+reader-" not in local.LocalJudge(reader=False).model_id  # SOURCEGATE_READER=false
 
 
 @needs_reader
@@ -70,15 +70,90 @@ def test_reader_failure_falls_back_to_the_interpretable_heads(monkeypatch):
     assert j.results[0].scores == base
 
 
+FILTER_FR = ("Groupe hydraulique HPU-7, filtre de retour. L'élément filtrant de la ligne de retour est remplacé "
+             "toutes les 1 000 heures de fonctionnement ou une fois par an, au premier des deux termes atteint.")
+
+
 @needs_reader
-def test_reader_skips_other_languages_and_irrelevant_passages():
-    judge = local.LocalJudge(reader=True)
-    j = judge.judge("À quelle fréquence remplace-t-on l'élément filtrant ?",
-                    [JudgeInput(id="a", text=FILTER)])
-    assert j.usage["passages_read"] == 0
+def test_reader_reads_across_languages_and_skips_irrelevant_passages():
+    judge = local.LocalJudge()
+    # a French question against an English passage, and an English question against a French one
+    j = judge.judge("À quelle fréquence remplace-t-on l'élément filtrant du HPU-7 ?",
+                    [JudgeInput(id="a", text=FILTER), JudgeInput(id="b", text=FILTER_NO_INTERVAL)])
+    assert j.usage["passages_read"] == 2
+    a, b = (x.scores.contains_answer_evidence for x in j.results)
+    assert a > b
+    r = STAGE.reader.read("How often is the return filter element replaced?", [FILTER_FR, FILTER_NO_INTERVAL])
+    assert r[0].p_answer > r[1].p_answer
     j = judge.judge("How often is the return filter element replaced?",
                     [JudgeInput(id="a", text="The annual staff picnic takes place in June at the lake.")])
     assert j.usage["passages_read"] == 0
+
+
+VALVE_NEVER = ("CR-5 roaster, daily maintenance. Close the main gas valve before opening any panel. "
+               "Never leave the gas valve open while the drum or the burner is being cleaned. "
+               "Let the drum cool below 50 °C.")
+VALVE_OPEN = ("CR-5 roaster, daily maintenance. Empty the chaff collector and brush the cooling tray. "
+              "Check that the drum turns freely. Let the drum cool below 50 °C before cleaning it.")
+
+
+@needs_reader
+def test_a_passage_that_says_no_settles_a_yes_no_question_and_is_quoted():
+    judge = local.LocalJudge()
+    q = "Can the gas valve stay open during CR-5 maintenance?"
+    j = judge.judge(q, [JudgeInput(id="a", text=VALVE_NEVER), JudgeInput(id="b", text=VALVE_OPEN)])
+    a, b = j.results
+    assert a.scores.contains_answer_evidence > b.scores.contains_answer_evidence
+    # the quote is the sentence that settles it, not the heading
+    assert a.quote and "gas valve" in a.quote and not a.quote.startswith("CR-5 roaster")
+
+
+@needs_reader
+def test_the_quote_is_the_sentence_holding_the_span():
+    j = local.LocalJudge().judge("How often is the return filter element on the HPU-7 replaced?",
+                                 [JudgeInput(id="a", text=FILTER)])
+    q = j.results[0].quote
+    assert q and "1,000 operating hours" in q and not q.startswith("HPU-7 hydraulic unit, return filter.")
+
+
+def test_a_passage_about_a_sibling_unit_is_never_evidence():
+    judge = local.LocalJudge(reader=False)
+    p300 = ("P-300 pump bearings. Grease the P-300 bearings every 1,000 operating hours with 15 g of "
+            "polyurea grease.")
+    p200 = p300.replace("P-300", "P-200")
+    j = judge.judge("How often are the P-200 bearings greased?", [JudgeInput(id="a", text=p300),
+                                                                  JudgeInput(id="b", text=p200)])
+    other, own = (x.scores.contains_answer_evidence for x in j.results)
+    assert other <= local.judge.OTHER_UNIT_EVIDENCE_MAX < own
+
+
+@needs_reader
+def test_nli_reading_tells_entailment_from_contradiction():
+    p = STAGE.reader.nli([
+        ("Lockout is mandatory: the shaft must not turn while the bearings are greased.",
+         "The bearings may be greased while the shaft turns."),
+        ("Lockout is mandatory: the shaft must not turn while the bearings are greased.",
+         "The shaft must be stopped before greasing the bearings."),
+    ])
+    assert p.shape == (2, 3)
+    assert abs(p.sum(axis=1) - 1).max() < 1e-5
+    assert p[0, 2] > p[1, 2] and p[1, 0] > p[0, 0]
+
+
+@pytest.mark.parametrize("q,polar", [
+    ("Can the gas valve stay open during CR-5 maintenance?", True),
+    ("Do I need lockout/tagout for bearing work on P-200?", True),
+    ("Faut-il consigner la P-200 avant d'intervenir ?", True),
+    ("Le filtre doit-il être remplacé chaque année ?", True),
+    ("Est-ce que le CR-5 accepte 5 kg ?", True),
+    ("How often is the filter replaced?", False),
+    ("Quelle est la pression d'alimentation en gaz du CR-7 ?", False),
+    ("Is the valve brass or steel?", False),
+])
+def test_yes_no_questions_are_recognised(q, polar):
+    from sourcegate.judges.local.text import is_polar
+
+    assert is_polar(q) is polar
 
 
 def test_reader_files_and_licence_notice_travel_together():
@@ -90,7 +165,9 @@ def test_reader_files_and_licence_notice_travel_together():
     assert onnx.stat().st_size < 40 * 1024 * 1024
     assert (WEIGHTS_DIR / reader_mod.TOKENIZER_NAME).exists() and (WEIGHTS_DIR / stage_mod.HEADS_NAME).exists()
     notice = (WEIGHTS_DIR / "NOTICE.md").read_text()
-    assert "all-MiniLM-L6-v2" in notice and "Apache" in notice and "reader" in notice.lower()
+    assert "multilingual-e5-small" in notice and "MIT" in notice and "reader" in notice.lower()
+    for source in ("CondaQA", "BoolQ", "PIAF", "DACCORD", "RTE3", "SQuAD"):
+        assert source in notice
 
 
 # --- the training recipe's pure parts (no torch needed)
@@ -119,3 +196,40 @@ def test_window_keeps_whole_sentences_within_the_budget():
     piece = PARA[s:e]
     assert "It stands on a hill" in piece and len(piece) <= 90
     assert (s, e) != (0, len(PARA))
+
+
+def test_edited_questions_keep_the_subject_and_lose_the_answer():
+    rng = random.Random(2)
+    ctx = ("The castle was built in 1120 by Count Roger of Sicily. Its keep was rebuilt after a fire in 1350 "
+           "by Duke Henry.")
+    seen = set()
+    for _ in range(40):
+        out = data.perturb_question("When was the castle built by Count Roger?", ctx, ["1120"], rng)
+        assert out is not None
+        q, kind = out
+        assert q != "When was the castle built by Count Roger?" and "1120" not in q
+        seen.add(kind)
+    assert "negation" in seen and "entity" in seen
+    # nothing to edit: no antonym, no auxiliary, no entity, no attribute
+    assert data.perturb_question("what colour", "It is red.", ["red"], rng) is None
+
+
+def test_held_out_splits_keep_every_edit_of_a_passage_together():
+    assert data.is_condaqa_eval("444") == data.is_condaqa_eval("444")
+    share = sum(data.is_condaqa_eval(str(i)) for i in range(2000)) / 2000
+    assert 0.15 < share < 0.25
+    share = sum(data.is_piaf_eval(f"t{i}") for i in range(2000)) / 2000
+    assert 0.15 < share < 0.25
+
+
+def test_four_bit_blocks_dequantise_as_the_engine_reads_them():
+    e5 = pytest.importorskip("training.reader.e5base")
+    import numpy as np
+
+    # one Q4_0 block: fp16 scale 0.5, byte j -> weight j (low nibble) and j + 16 (high nibble), minus 8
+    scale = np.float16(0.5).tobytes()
+    qs = bytes((j % 16) | (((15 - j) % 16) << 4) for j in range(16))
+    w = e5._deq_q4(memoryview(scale + qs), 1, 32)
+    assert w.shape == (1, 32)
+    assert w[0, 0] == (0 - 8) * 0.5 and w[0, 15] == (15 - 8) * 0.5
+    assert w[0, 16] == (15 - 8) * 0.5 and w[0, 31] == (0 - 8) * 0.5

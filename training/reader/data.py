@@ -1,16 +1,19 @@
-"""Examples for the reader, built deterministically from `shared/data/train`.
+"""Examples for the reader, built deterministically from `shared/data/train` (and the hand-written
+procedure yes/no questions in `scripts/data/polar_procedures_train.jsonl`).
 
-Question answering (span supervision; the no-answer position is the first token):
-- SQuAD 1.0 train questions: each with a positive (a window of its paragraph around the answer) and a
-  hard negative on the same subject: the paragraph with every sentence holding an answer string removed
-  (70 %), or another paragraph of the same article without the answer (30 %). Pairing every question
-  with both makes the question alone useless.
-- SQuAD 2.0 dev questions (32 articles; the three reserved for evaluation are already out of the data):
-  answerable ones with their spans over the whole paragraph, the human-written unanswerable ones as
-  negatives, and an answer-removed negative for every answerable one. Articles in `STACK_ARTICLES`
-  (chosen by hash) are kept out of training: the judge's combination head is fitted and calibrated on them.
-NLI (contradiction against the rest): SNLI dev/test, Breaking NLI, FEVER-symmetric, hypothesis first
-(the slot of the question), premise second.
+- Question answering (span supervision; the no-answer position is the first token):
+  - SQuAD 1.0 train (24,000 questions by default): a positive window of the paragraph and one negative
+    on the same subject: the question edited SQuAD 2.0's way (`perturb_question`: an antonym, a
+    negation, another entity of the paragraph, an attribute it does not give) against the same window,
+    the paragraph without its answer sentences, or another paragraph of the article;
+  - SQuAD 2.0 dev (32 articles; the three reserved ones are not in the data): spans, the human-written
+    unanswerable questions, answer-removed negatives; one article in four (`is_stack_article`) kept
+    apart for fitting the judge's heads;
+  - PIAF (French): as SQuAD 1.0 without the edits; one article in five kept for evaluation.
+- Yes/no (`polar`: yes, no, the passage leaves it open): CondaQA (one passage in five, with all its
+  edits, held out), BoolQ_3L, the hand-written procedure questions.
+- NLI (the claim in the question's slot): SNLI, Breaking NLI, FEVER-symmetric (English, capped),
+  RTE3-FR and DACCORD (French); one premise in twenty held out.
 
     python -m training.reader.data [--data ../shared/data] [--out .cache/reader/examples.pt]
 """
@@ -110,90 +113,6 @@ def answer_removed(context: str, answers: list[str], anchor: int, budget: int, r
     out = text[s:e].strip()
     if len(out) < 40 or _has_any(out, answers):
         return None
-    return out
-
-
-def qa_examples(data: Path, rng: random.Random) -> dict[str, list[dict]]:
-    """{"train": [...], "val": [...], "stack": [...]}: lists of units, each a list of examples of one question."""
-    units: dict[str, list[list[dict]]] = {"train": [], "val": [], "stack": []}
-    spans_dir = data / "train" / "squad_spans"
-    # SQuAD 1.0 train
-    by_article: dict[str, list[dict]] = {}
-    paras = [json.loads(x) for x in read_text(spans_dir / "squad1_train.jsonl").splitlines() if x.strip()]
-    for p in paras:
-        by_article.setdefault(p["title"], []).append(p)
-    for title, plist in by_article.items():
-        split = "val" if is_val_article(title) else "train"
-        for pi, p in enumerate(plist):
-            ctx = p["context"]
-            spans = sentences(ctx)
-            for qa in p["qas"]:
-                if qa.get("is_impossible") or not qa["answers"]:
-                    continue
-                ans = qa["answers"][0]
-                a0, a1 = ans["start"], ans["start"] + len(ans["text"])
-                if ctx[a0:a1] != ans["text"]:
-                    continue
-                texts = [a["text"] for a in qa["answers"]]
-                budget = rng.randint(250, 700)
-                si = next((i for i, (a, b) in enumerate(spans) if a <= a0 < b), None)
-                if si is None:
-                    continue
-                s, e = window(ctx, spans, si, budget, rng)
-                if not (s <= a0 and a1 <= e):
-                    s, e = min(s, a0), max(e, a1)
-                pos = {"q": qa["question"], "c": ctx[s:e], "a0": a0 - s, "a1": a1 - s, "ans": 1, "src": "squad1"}
-                neg = None
-                if rng.random() < 0.7:
-                    t = answer_removed(ctx, texts, a0, budget, rng)
-                    if t:
-                        neg = {"q": qa["question"], "c": t, "a0": -1, "a1": -1, "ans": 0, "src": "squad1-removed"}
-                if neg is None and len(plist) > 1:
-                    for _ in range(4):
-                        o = plist[rng.randrange(len(plist))]
-                        if o is p or _has_any(o["context"], texts):
-                            continue
-                        osp = sentences(o["context"])
-                        s2, e2 = window(o["context"], osp, rng.randrange(len(osp)), budget, rng)
-                        neg = {"q": qa["question"], "c": o["context"][s2:e2], "a0": -1, "a1": -1, "ans": 0,
-                               "src": "squad1-otherpara"}
-                        break
-                units[split].append([pos] + ([neg] if neg else []))
-    # SQuAD 2.0 dev (reserved articles already excluded from the file)
-    for x in read_text(spans_dir / "squad2_dev.jsonl").splitlines():
-        if not x.strip():
-            continue
-        p = json.loads(x)
-        split = "stack" if is_stack_article(p["title"]) else "train"
-        ctx = p["context"]
-        for qa in p["qas"]:
-            if qa.get("is_impossible") or not qa["answers"]:
-                units[split].append([{"q": qa["question"], "c": ctx, "a0": -1, "a1": -1, "ans": 0, "src": "squad2-unanswerable"}])
-                continue
-            ans = qa["answers"][0]
-            a0, a1 = ans["start"], ans["start"] + len(ans["text"])
-            if ctx[a0:a1] != ans["text"]:
-                continue
-            unit = [{"q": qa["question"], "c": ctx, "a0": a0, "a1": a1, "ans": 1, "src": "squad2"}]
-            t = answer_removed(ctx, [a["text"] for a in qa["answers"]], a0, 2000, rng)
-            if t:
-                unit.append({"q": qa["question"], "c": t, "a0": -1, "a1": -1, "ans": 0, "src": "squad2-removed"})
-            units[split].append(unit)
-    return units
-
-
-def nli_examples(data: Path, rng: random.Random) -> dict[str, list[dict]]:
-    out: dict[str, list[dict]] = {"train": [], "val": []}
-    for folder in ("snli_devtest_esnli", "breaking_nli", "fever_symmetric"):
-        for x in read_text(data / "train" / folder / "data.jsonl").splitlines():
-            if not x.strip():
-                continue
-            r = json.loads(x)
-            if r.get("label") not in NLI_LABELS:
-                continue
-            ex = {"q": _detok(r["hypothesis"]), "c": _detok(r["premise"]), "nli": NLI_LABELS[r["label"]], "src": folder}
-            split = "val" if zlib.crc32(ex["c"].encode()) % 20 == 0 else "train"
-            out[split].append(ex)
     return out
 
 

@@ -14,7 +14,14 @@ With `--ckpt`, the checkpoint is exported to a temporary folder first (int8, as 
   answerable vs unanswerable on the same paragraph (the reader never trained on them);
 - contradiction AUROC of `p_contradiction` on `scripts/data/false_premise_blind.jsonl` (hand-written
   false-premise questions with natural rebuttals vs true-premise questions);
-- NLI accuracy on the held-out NLI rows.
+- yes/no: AUROC of "settles it" (1 - p_open) against "leaves it open" on CondaQA passages held out of
+  training (the reporting half: the other half fits the judge's yes/no head) and on the hand-written
+  procedure set `polar_procedures_blind.jsonl`, with question-only baselines;
+- French: evidence AUROC on PIAF's held-out articles (answer vs answer-removed or other paragraph) beside
+  SQuAD 1.0's held-out articles built the same way; French questions against English passages
+  (`evidence_fr_blind.jsonl`, the hard negatives' questions translated) and English questions against
+  French passages (`evidence_fr_passages_blind.jsonl`) beside the English figure on the same rows;
+- NLI accuracy on the held-out NLI rows, English and French.
 """
 
 from __future__ import annotations
@@ -69,6 +76,78 @@ def pair_report(reader, rows: list[dict], by: str | None = None, qonly: bool = T
     return rep
 
 
+def polar_report(reader, rows: list[dict], qonly: bool = True) -> dict:
+    labels = [int(r["label"]) for r in rows]
+    rd = _read_all(reader, rows)
+    rep = {"n": len(rows), "settled": sum(labels), "auroc_settles": auroc(labels, [1 - x.p_open for x in rd]),
+           "auroc_p_answer": auroc(labels, [x.p_answer for x in rd])}
+    said = [(r.get("answer"), x) for r, x in zip(rows, rd) if r.get("answer") in ("yes", "no")]
+    if said:
+        rep["yes_no_direction_accuracy"] = round(sum((x.p_yes > x.p_no) == (a == "yes") for a, x in said) / len(said), 3)
+    if qonly:
+        rq = _read_all(reader, [dict(r, text="") for r in rows], batch_by_query=False)
+        rep["question_only_auroc"] = auroc(labels, [1 - x.p_open for x in rq])
+    if any("lang" in r for r in rows):
+        rep["by_lang"] = {lang: auroc([l for l, r in zip(labels, rows) if r.get("lang") == lang],
+                                      [1 - x.p_open for x, r in zip(rd, rows) if r.get("lang") == lang])
+                          for lang in sorted({r.get("lang") for r in rows})}
+    return rep
+
+
+def condaqa_report_rows(data: Path) -> list[dict]:
+    from .data import is_condaqa_eval
+    from .stack import is_condaqa_stack
+
+    return [{"query": r["query"], "text": r["text"], "label": int(r["answer"] != "unknown"), "answer": r["answer"]}
+            for r in read_jsonl(data / "train" / "polar_condaqa" / "data.jsonl")
+            if is_condaqa_eval(str(r["passage_id"])) and not is_condaqa_stack(str(r["passage_id"]))]
+
+
+def held_out_pairs(data: Path) -> dict[str, list[dict]]:
+    """PIAF's and SQuAD 1.0's held-out articles as (question, passage, label) rows built the same way:
+    the answer's window, the paragraph without its answer sentences, another paragraph of the article."""
+    import random
+
+    from .data import SEED, piaf_units, squad1_units
+
+    out = {}
+    for name, units in (("piaf_fr", piaf_units(data, random.Random(SEED + 7))["eval"]),
+                        ("squad1_en", squad1_units(data, random.Random(SEED + 7), 0)["val"])):
+        rows = []
+        for u in units:
+            for ex in u:
+                if ex["src"].split("-")[-1] in ("edit", "entity", "negation", "antonym", "attribute"):
+                    continue  # SQuAD 1.0's edited questions have no PIAF counterpart
+                rows.append({"query": ex["q"], "text": ex["c"], "label": ex["ans"]})
+        out[name] = rows
+    return out
+
+
+def nli_report(reader, data: Path) -> dict:
+    from .data import NLI_LABELS, _detok
+
+    import zlib
+
+    rows = []
+    for folder in ("snli_devtest_esnli", "breaking_nli", "fever_symmetric", "nli_fr_rte3", "nli_fr_daccord"):
+        for r in read_jsonl(data / "train" / folder / "data.jsonl"):
+            c = _detok(r["premise"])
+            if zlib.crc32(c.encode()) % 20 == 0 and (r.get("label") in NLI_LABELS or r.get("label") == "compatible"):
+                rows.append((folder, c, _detok(r["hypothesis"]), r["label"]))
+    rep = {}
+    for folder in sorted({f for f, *_ in rows}):
+        sub = [x for x in rows if x[0] == folder]
+        p = reader.nli([(c, h) for _, c, h, _ in sub])
+        if folder == "nli_fr_daccord":
+            acc = sum((pp[2] > 0.5) == (lab == "contradiction") for pp, (*_, lab) in zip(p, sub)) / len(sub)
+            rep[folder] = {"n": len(sub), "contradiction_vs_rest_accuracy": round(acc, 3),
+                           "auroc_contradiction": auroc([int(l == "contradiction") for *_, l in sub], [pp[2] for pp in p])}
+        else:
+            acc = sum(int(pp.argmax()) == NLI_LABELS[lab] for pp, (*_, lab) in zip(p, sub)) / len(sub)
+            rep[folder] = {"n": len(sub), "accuracy": round(acc, 3)}
+    return rep
+
+
 def evaluate(reader, data: Path, limit: int = 0, quick: bool = False) -> dict:
     out = {}
     sq = read_jsonl(data / "squad2-dev" / "evidence_pairs.jsonl")
@@ -79,6 +158,20 @@ def evaluate(reader, data: Path, limit: int = 0, quick: bool = False) -> dict:
         return out
     st = [r for r in stack_rows(data) if r["kind"] in ("own", "unanswerable")]
     out["squad2_stack_articles"] = pair_report(reader, st[:limit] if limit else st, qonly=False)
+    out["condaqa_held_out"] = polar_report(reader, condaqa_report_rows(data))
+    pb = SCRIPTS_DATA / "polar_procedures_blind.jsonl"
+    if pb.exists():
+        out["polar_procedures_blind"] = polar_report(reader, read_jsonl(pb))
+    for name, rows in held_out_pairs(data).items():
+        out[f"held_out_{name}"] = pair_report(reader, rows[:limit] if limit else rows, qonly=True)
+    for fname in ("evidence_fr_blind", "evidence_fr_passages_blind"):
+        f = SCRIPTS_DATA / f"{fname}.jsonl"
+        if f.exists():
+            fr = read_jsonl(f)
+            out[fname] = pair_report(reader, fr, qonly=True)
+            # the English rows these were translated from (same order, the first len(fr))
+            out[fname]["english_same_rows"] = pair_report(reader, hb[: len(fr)], qonly=False)["auroc_p_answer"]
+    out["nli_held_out"] = nli_report(reader, data)
     fp = read_jsonl(SCRIPTS_DATA / "false_premise_blind.jsonl")
     rd = _read_all(reader, fp, batch_by_query=False)
     labels = [int(r["label"]) for r in fp]
@@ -122,7 +215,7 @@ def main() -> None:
             wdir = Path(td)
         reader = Reader(wdir)
         rep = {"checkpoint": info.get("checkpoint") or reader.meta.get("checkpoint"),
-               "qa_examples_seen": info.get("qa_examples_seen") or reader.meta.get("qa_examples_seen"),
+               "examples_seen": info.get("examples_seen") or reader.meta.get("examples_seen"),
                **evaluate(reader, a.data, a.limit, a.quick)}
     s = json.dumps(rep, indent=1)
     print(s)

@@ -65,5 +65,11 @@ def build_reader(path: Path | None = None, attn: str = "sdpa") -> Reader:
     cfg.attention_probs_dropout_prob = 0.0
     if not Path(p, "config.json").exists():
         raise SystemExit(f"no base checkpoint in {p}: run `python -m training.reader.e5base` first")
+    if not any(Path(p, n).exists() for n in ("pytorch_model.bin", "model.safetensors")):
+        # a base folder without weights (a packed carry): the weights come from `train --init`
+        from transformers import BertModel
+
+        cfg._attn_implementation = attn
+        return Reader(BertModel(cfg, add_pooling_layer=False))
     enc = AutoModel.from_pretrained(p, config=cfg, attn_implementation=attn, add_pooling_layer=False)
     return Reader(enc)

@@ -1,8 +1,8 @@
 """Pack what a GPU machine needs to run the whole recipe, small enough to travel with the repository
-(the device's limit is 64 MiB for the working tree and what it carries together): the base weights
-(word embeddings int8 with a scale per row, since they stay frozen in training; the rest float16)
-with their tokenizer and config, and the training and evaluation data cut to the fields the recipe
-reads, xz-compressed.
+(the device's limit is 64 MiB for the working tree and what it carries together): the weights to
+continue from (the last run's `weights.pt`: word embeddings int8 with a scale per row, since they stay
+frozen in training; the rest float16) with the base's config, tokenizer and special ids, and the
+training and evaluation data cut to the fields the recipe reads, xz-compressed.
 
     python -m training.reader.pack [--data ../shared/data] [--out .cache/reader/carry]
     python -m training.reader.pack --unpack CARRY --base-out /tmp/reader/base   # on the GPU machine
@@ -24,12 +24,17 @@ from .model import base_dir
 DATA_FILES = {
     "train/squad_spans/squad1_train.jsonl": "spans",
     "train/squad_spans/squad2_dev.jsonl": "spans",
+    "train/piaf_fr/data.jsonl": "spans",
     "train/snli_devtest_esnli/data.jsonl": "nli",
     "train/breaking_nli/data.jsonl": "nli",
     "train/fever_symmetric/data.jsonl": "nli",
+    "train/nli_fr_rte3/data.jsonl": "nli",
+    "train/nli_fr_daccord/data.jsonl": "nli",
+    "train/polar_condaqa/data.jsonl": "polar",
+    "train/polar_boolq3l/data.jsonl": "polar",
     "squad2-dev/evidence_pairs.jsonl": "pairs",
 }
-BASE_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"]
+BASE_FILES = ["config.json", "tokenizer.json", "special.json"]
 EMB = "embeddings.word_embeddings.weight"
 
 
@@ -41,12 +46,14 @@ def _slim(kind: str, row: dict) -> dict:
                         for q in row["qas"]]}
     if kind == "nli":
         return {"premise": row["premise"], "hypothesis": row["hypothesis"], "label": row["label"]}
+    if kind == "polar":
+        return {k: row[k] for k in ("query", "text", "answer", "label", "passage_id") if k in row}
     return {"query": row["query"], "text": row["text"], "label": row["label"]}
 
 
-def pack(data: Path, out: Path) -> int:
+def pack(data: Path, out: Path, weights: Path) -> int:
     import torch
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
 
     if out.exists():
         shutil.rmtree(out)
@@ -54,7 +61,9 @@ def pack(data: Path, out: Path) -> int:
     src = base_dir()
     for name in BASE_FILES:
         shutil.copy(src / name, out / "base" / name)
-    state = load_file(str(src / "model.safetensors"))
+    st = torch.load(weights, weights_only=False, map_location="cpu")
+    state = {k: v.float() for k, v in st["model"].items()}
+    (out / "base" / "history.json").write_text(json.dumps(st.get("history", [])))
     packed = {}
     for k, v in state.items():
         if k.endswith(EMB):
@@ -77,7 +86,8 @@ def pack(data: Path, out: Path) -> int:
 
 
 def unpack(carry: Path, base_out: Path) -> Path:
-    """A standard Hugging Face folder (float32 safetensors) from the packed base weights."""
+    """The base folder (config, tokenizer, special ids) and `init.pt`, the float32 weights to continue
+    from (`train --init`), from a carry folder."""
     import torch
     from safetensors.torch import load, save_file
 
@@ -94,7 +104,8 @@ def unpack(carry: Path, base_out: Path) -> Path:
             continue
         else:
             state[k] = v.to(torch.float32).contiguous()
-    save_file(state, str(base_out / "model.safetensors"))
+    history = json.loads((carry / "base" / "history.json").read_text()) if (carry / "base" / "history.json").exists() else []
+    torch.save({"model": state, "history": history}, base_out / "init.pt")
     return base_out
 
 
@@ -104,11 +115,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=DEFAULT_CACHE / "carry")
     ap.add_argument("--unpack", type=Path, default=None, help="a carry folder to unpack the base weights from")
     ap.add_argument("--base-out", type=Path, default=Path("/tmp/reader/base"))
+    ap.add_argument("--weights", type=Path, default=DEFAULT_CACHE / "weights.pt", help="the weights to continue from")
     a = ap.parse_args()
     if a.unpack:
         print(unpack(a.unpack, a.base_out))
         return
-    n = pack(a.data, a.out)
+    n = pack(a.data, a.out, a.weights)
     print(f"{a.out}: {n / 1e6:.1f} MB")
 
 

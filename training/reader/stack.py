@@ -26,9 +26,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DEFAULT_CACHE, DEFAULT_DATA, REPO, SEED, answer_removed, is_stack_article, read_jsonl_lines
+from .data import (DEFAULT_CACHE, DEFAULT_DATA, REPO, SEED, answer_removed, is_condaqa_eval, is_stack_article,
+                   read_jsonl_lines)
 
 PROCEDURES_DEV = REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl"
+POLAR_DEV = REPO / "scripts" / "data" / "polar_procedures_dev.jsonl"
+
+
+def is_condaqa_stack(passage_id: str) -> bool:
+    """Of CondaQA's held-out passages, the half the yes/no head is fitted on (the other half is reported)."""
+    return zlib.crc32(("condaqa-half:" + str(passage_id)).encode()) % 2 == 0
 EVI_NAMES = ("lo_evi", "lo_rel", "lo_ans", "margin", "span_ok")
 
 
@@ -106,6 +113,58 @@ def _progress(items, desc):
     return tqdm(items, desc=desc, unit="question", mininterval=10)
 
 
+def polar_rows(data: Path) -> list[dict]:
+    """Rows for the yes/no head: the fitting half of CondaQA's held-out passages (`is_condaqa_stack`;
+    the other half is reported by `evaluate`) and the hand-written procedure yes/no development set.
+    label 1: the passage settles the question (yes or no), 0: it leaves it open."""
+    rows = []
+    for r in read_jsonl_lines(data / "train" / "polar_condaqa" / "data.jsonl"):
+        pid = str(r["passage_id"])
+        if is_condaqa_eval(pid) and is_condaqa_stack(pid):
+            rows.append({"query": r["query"], "text": r["text"], "label": int(r["answer"] != "unknown"),
+                         "group": "condaqa:" + pid, "title": ""})
+    if POLAR_DEV.exists():
+        for r in read_jsonl_lines(POLAR_DEV):
+            rows.append({"query": r["query"], "text": r["text"], "label": int(r["label"]),
+                         "group": "proc:" + str(r.get("group", r["query"])), "title": "", "proc": True})
+    return rows
+
+
+def featurise_polar(rows: list[dict], base: list[dict], reader) -> np.ndarray:
+    from sourcegate.judges.local.reader_stage import POLAR_NAMES, polar_features
+
+    X = np.zeros((len(rows), len(POLAR_NAMES)))
+    for q, idx in _progress(_groups(rows), "reading yes/no"):
+        for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
+            f = polar_features(base[i], rd)
+            X[i] = [f[n] for n in POLAR_NAMES]
+    return X
+
+
+def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = True):
+    """LR on one half of the groups, isotonic on the other; the procedure rows (the genre the gate
+    reads) weigh as much as the others together."""
+    from sklearn.metrics import roc_auc_score
+
+    from sourcegate.judges.local.model import Head
+
+    half = np.array([zlib.crc32(("half:" + r["group"]).encode()) % 2 for r in rows])
+    fit, cal = half == 0, half == 1
+    wt = np.where(is_proc, max(1.0, (~is_proc).sum() / max(1, is_proc.sum())), 1.0) if weight_proc else np.ones(len(y))
+    head = fit_head(X[fit], y[fit], X[cal], y[cal], names, weight_fit=wt[fit], weight_cal=wt[cal])
+    h = Head(head)
+    rep = {"rows": len(rows), "procedure_rows": int(is_proc.sum()), "fit_rows": int(fit.sum()),
+           "cal_rows": int(cal.sum()), "positives": int(y.sum())}
+    for name, m in (("fit", fit), ("cal", cal), ("fit_procedures", fit & is_proc), ("cal_procedures", cal & is_proc)):
+        if len(set(y[m])) < 2:
+            continue
+        rep[f"auroc_{name}"] = {"stacked": round(float(roc_auc_score(y[m], h.raw(X[m]))), 3),
+                                "reader_p_answer": round(float(roc_auc_score(y[m], X[m][:, names.index("lo_ans")])), 3),
+                                "interpretable_evidence": round(float(roc_auc_score(y[m], X[m][:, names.index("lo_evi")])), 3)}
+    print(label, json.dumps(rep, indent=1))
+    return head, rep
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--weights", type=Path, default=REPO / "src" / "sourcegate" / "judges" / "weights")
@@ -114,52 +173,44 @@ def main() -> None:
     ap.add_argument("--base-cache", type=Path, default=DEFAULT_CACHE / "stack_base.json",
                     help="the interpretable judge's scores per row (they do not depend on the reader)")
     a = ap.parse_args()
-    from sklearn.metrics import roc_auc_score
-
     sys.path.insert(0, str(REPO / "scripts"))
     from train_local_judge import fit_head
 
     from sourcegate.judges.local import LocalJudge
     from sourcegate.judges.local.reader import Reader
+    from sourcegate.judges.local.reader_stage import POLAR_NAMES
+    from sourcegate.judges.local.text import is_polar
 
     rows = stack_rows(a.data, max_questions=a.max_questions)
     for r in rows:
         r["group"] = r["title"]
     proc = read_jsonl_lines(PROCEDURES_DEV) if PROCEDURES_DEV.exists() else []
-    rows += proc
+    for r in proc:
+        r["proc"] = True
+    # yes/no questions go through the yes/no head at run time: they are fitted there
+    rows += [r for r in proc if not is_polar(r["query"])]
+    prow = polar_rows(a.data) + [dict(r, label=int(r["label"])) for r in proc if is_polar(r["query"])]
     judge = LocalJudge(reader=False)
     cached = json.loads(a.base_cache.read_text()) if a.base_cache.exists() else {}
     cache = cached.get("base", {}) if cached.get("judge") == judge.model_id else {}
     base = base_scores(rows, judge, cache)
+    pbase = base_scores(prow, judge, cache)
     a.base_cache.parent.mkdir(parents=True, exist_ok=True)
     a.base_cache.write_text(json.dumps({"judge": judge.model_id, "base": cache}))
-    X = featurise(rows, base, Reader(a.weights))
+    reader = Reader(a.weights)
+    X = featurise(rows, base, reader)
     y = np.array([r["label"] for r in rows])
-    half = np.array([zlib.crc32(("half:" + r["group"]).encode()) % 2 for r in rows])
-    fit, cal = half == 0, half == 1
-    # the hand-written procedure chunks weigh as much as the SQuAD rows together: they are the genre
-    # the gate reads
-    is_proc = np.array([r["id"].startswith("epd-") if "id" in r else False for r in rows])
-    wt = np.where(is_proc, max(1.0, (~is_proc).sum() / max(1, is_proc.sum())), 1.0)
-    head = fit_head(X[fit], y[fit], X[cal], y[cal], EVI_NAMES, weight_fit=wt[fit], weight_cal=wt[cal])
-    from sourcegate.judges.local.model import Head
-
-    rep = {"rows": len(rows), "procedure_rows": int(is_proc.sum()), "fit_rows": int(fit.sum()),
-           "cal_rows": int(cal.sum()), "positives": int(y.sum())}
-    h = Head(head)
-    for name, m in (("fit", fit), ("cal", cal), ("fit_procedures", fit & is_proc), ("cal_procedures", cal & is_proc)):
-        if len(set(y[m])) < 2:
-            continue
-        rep[f"auroc_{name}"] = {
-            "stacked": round(float(roc_auc_score(y[m], h.raw(X[m]))), 3),
-            "reader_p_answer": round(float(roc_auc_score(y[m], X[m][:, EVI_NAMES.index("lo_ans")])), 3),
-            "interpretable_evidence": round(float(roc_auc_score(y[m], X[m][:, EVI_NAMES.index("lo_evi")])), 3),
-        }
-    out = {"about": "heads of the reader stage, fitted by training/reader/stack.py on SQuAD 2.0 dev articles the "
-                    "reader never trained on (LR on one half of the articles, isotonic on the other)",
-           "fit_report": rep, "heads": {"evi_rd": head}}
+    head, rep = _fit(X, y, rows, list(EVI_NAMES), np.array([bool(r.get("proc")) for r in rows]), fit_head, "evi_rd")
+    Xp = featurise_polar(prow, pbase, reader)
+    yp = np.array([r["label"] for r in prow])
+    phead, prep = _fit(Xp, yp, prow, list(POLAR_NAMES), np.array([bool(r.get("proc")) for r in prow]), fit_head,
+                       "evi_polar")
+    out = {"about": "heads of the reader stage, fitted by training/reader/stack.py on data the reader never trained "
+                    "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
+                    "held-out passages and hand-written procedure yes/no questions (evi_polar). LR on one half of "
+                    "the groups, isotonic on the other",
+           "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}
     (a.weights / "reader_heads.json").write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(rep, indent=1))
 
 
 if __name__ == "__main__":

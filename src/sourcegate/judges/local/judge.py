@@ -340,6 +340,8 @@ def settling_sentence(q, info) -> str | None:
         sim = float(emb[i] @ q.emb) if emb is not None and len(emb) == len(sents) else 0.0
         stems = {T.stem(t) for t in T.tokens(s)}
         score = sim + 0.1 * (len(qstems & stems) / max(1, len(qstems)))
+        if len(s.split()) < 6:  # a label ("CR-5 roaster, daily maintenance.") settles nothing
+            score -= 0.2
         if score > best_score:
             best, best_score = s, score
     return best
