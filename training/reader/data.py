@@ -379,11 +379,19 @@ def polar_units(data: Path, repo: Path) -> dict[str, list[list[dict]]]:
     for r in read_jsonl_lines(data / "train" / "polar_boolq3l" / "data.jsonl"):
         units["train"].append([{"kind": "polar", "q": r["query"].rstrip("?") + "?", "c": r["text"],
                                 "pol": POLAR[r["answer"]], "src": "boolq3l"}])
+    return units
+
+
+def procedure_polar_units(repo: Path) -> dict[str, list[list[dict]]]:
+    """The hand-written procedure yes/no questions (English, French and across the two), by question."""
+    units: dict[str, list[list[dict]]] = {"train": []}
     own = repo / "scripts" / "data" / "polar_procedures_train.jsonl"
     if own.exists():
+        groups: dict[str, list[dict]] = {}
         for r in read_jsonl_lines(own):
-            units["train"].append([{"kind": "polar", "q": r["query"], "c": r["text"], "pol": POLAR[r["answer"]],
-                                    "src": "procedures"}])
+            groups.setdefault(str(r.get("group", r["query"])), []).append(
+                {"kind": "polar", "q": r["query"], "c": r["text"], "pol": POLAR[r["answer"]], "src": "procedures"})
+        units["train"] = list(groups.values())
     return units
 
 
@@ -468,6 +476,7 @@ def build(data: Path, enc: PairEncoder, seed: int = SEED, max_squad1: int = 2400
         "squad2": squad2_units(data, rng),
         "piaf": piaf_units(data, rng),
         "polar": polar_units(data, REPO),
+        "polarproc": procedure_polar_units(REPO),
     }
     nli = nli_examples(data, rng)
     out: dict = {"seed": seed, "max_len": enc.max_len}

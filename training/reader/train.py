@@ -33,19 +33,33 @@ WEIGHTS_NAME = "weights.pt"
 
 
 # the run's mixture: (key in examples.pt, passes over it)
-MIXTURE = (("squad2_train", 1), ("squad1_train", 1), ("piaf_train", 2), ("polar_train", 2), ("nli_train", 1))
+MIXTURE = (("squad2_train", 1), ("squad1_train", 1), ("piaf_train", 2), ("polar_train", 2), ("polarproc_train", 3),
+           ("nli_train", 1))
+
+
+def parse_mixture(spec: str) -> tuple[tuple[str, float], ...]:
+    """"squad1_train:0.1,polarproc_train:3" -> (("squad1_train", 0.1), ("polarproc_train", 3.0))."""
+    out = []
+    for part in spec.split(","):
+        key, _, passes = part.strip().partition(":")
+        out.append((key, float(passes or 1)))
+    return tuple(out)
 
 
 def batches(data: dict, batch: int, seed: int, mixture=MIXTURE) -> list[tuple[str, list[dict]]]:
     """The whole run's batches, in order: for each set and pass, its examples shuffled (by unit) and cut
     into batches of one kind and similar length (within windows of 50 batches); then every batch of the
-    run shuffled together, so that the kinds are mixed from the first step."""
+    run shuffled together, so that the kinds are mixed from the first step. A fractional number of
+    passes takes that share of the set's units (seeded)."""
     rng = random.Random(seed)
     out = []
     for key, passes in mixture:
-        for p in range(passes):
-            units = list(data[key])
+        whole = int(passes)
+        shares = [1.0] * whole + ([passes - whole] if passes > whole else [])
+        for share in shares:
+            units = list(data.get(key) or [])
             rng.shuffle(units)
+            units = units[: int(round(share * len(units)))]
             flat = [e for u in units for e in (u if isinstance(u, list) else [u])]
             win = batch * 50
             for i in range(0, len(flat), win):
@@ -122,6 +136,8 @@ def main() -> None:
                          "of the base; default: the last run's `weights.pt` next to the checkpoints when it exists")
     ap.add_argument("--max-batches", type=int, default=0, help="batches in the planned run (0 = the whole mixture)")
     ap.add_argument("--epochs", type=int, default=1, help="passes over the mixture (reshuffled each pass)")
+    ap.add_argument("--mixture", type=parse_mixture, default=MIXTURE,
+                    help="sets of examples.pt and passes over each, e.g. 'polarproc_train:3,squad1_train:0.05'")
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--warmup", type=float, default=0.05)
@@ -140,7 +156,7 @@ def main() -> None:
     data = torch.load(a.examples, weights_only=False)
     plan = []
     for epoch in range(a.epochs):
-        plan += batches(data, a.batch, a.seed + epoch)
+        plan += batches(data, a.batch, a.seed + epoch, a.mixture)
     if a.max_batches:
         plan = plan[: a.max_batches]
     total = len(plan)
