@@ -67,6 +67,9 @@ PROCEDURES = [
 ]
 
 
+DATA = Path("/work/shared/data")
+
+
 def group_pairs(rows):
     g = defaultdict(list)
     for i, r in enumerate(rows):
@@ -98,6 +101,8 @@ def main(argv=None):
     ap.add_argument("--no-reader", action="store_true", help="the judge without its reader and yes/no stages")
     args = ap.parse_args(argv)
     data = Path(args.data)
+    global DATA
+    DATA = data
     judge = LocalJudge(reader=not args.no_reader)
     print(f"model: {judge.model_id}")
 
@@ -260,6 +265,37 @@ def reader_sets(judge):
     for k in sorted(set(kinds)):
         m = kinds == k
         print(f"     {k:18s} n={m.sum():3d} AUROC={auroc(y[m], pc[m]):.3f}")
+    polar_and_french_sets(judge)
+
+
+def polar_and_french_sets(judge):
+    """Yes/no questions (does the passage settle it, either way) and French both ways, through the whole
+    judge: CondaQA's held-out passages (the reporting half; the other half fits the yes/no head), the
+    hand-written procedure yes/no set, French questions against English passages and English questions
+    against French ones (the hard negatives translated). Question-only baselines: each question against
+    an empty passage."""
+    sys.path.insert(0, str(HERE.parent))
+    from training.reader.evaluate import condaqa_report_rows
+
+    sets = [("condaqa held-out, reporting half (settles vs open)", condaqa_report_rows(DATA))]
+    for name in ("polar_procedures_blind", "evidence_fr_blind", "evidence_fr_passages_blind"):
+        path = HERE / "data" / f"{name}.jsonl"
+        if path.exists():
+            sets.append((name, load_jsonl(path)))
+    for name, rows in sets:
+        s = run_pairs(judge, rows)
+        y = np.array([int(r["label"]) for r in rows])
+        pe = np.array([x.contains_answer_evidence for x in s])
+        qo = run_pairs(judge, [dict(r, text="(no passage)") for r in rows], batch=1)
+        print(f"\n[{name}] n={len(y)} positives={y.sum()}")
+        print(f"  contains_answer_evidence AUROC={auroc(y, pe):.4f} ECE={ece(y, pe):.4f}; question-only baseline "
+              f"AUROC={auroc(y, np.array([x.contains_answer_evidence for x in qo])):.4f}")
+        if any("lang" in r for r in rows):
+            langs = np.array([r.get("lang", "") for r in rows])
+            for lang in sorted(set(langs)):
+                m = langs == lang
+                if len(set(y[m])) == 2:
+                    print(f"     {lang:8s} n={m.sum():3d} AUROC={auroc(y[m], pe[m]):.3f}")
 
 
 def latency(judge, data, quick=False):
