@@ -31,6 +31,7 @@ from .data import (DEFAULT_CACHE, DEFAULT_DATA, REPO, SEED, answer_removed, is_c
 
 PROCEDURES_DEV = REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl"
 POLAR_DEV = REPO / "scripts" / "data" / "polar_procedures_dev.jsonl"
+PREMISE_DEV = REPO / "scripts" / "data" / "false_premise_dev.jsonl"
 
 
 def is_condaqa_stack(passage_id: str) -> bool:
@@ -83,7 +84,7 @@ def base_scores(rows: list[dict], judge, cache: dict) -> list[dict]:
         _, base = judge.judge_detailed(q, [JudgeInput(id=str(i), text=todo[i]["text"], title=todo[i].get("title", ""))
                                            for i in idx])
         for k, i in enumerate(idx):
-            cache[_key(todo[i])] = {n: base[k][n] for n in ("evi_base", "rel", "qtype")}
+            cache[_key(todo[i])] = {n: base[k][n] for n in ("evi_base", "rel", "qtype", "con", "has_premise")}
     return [cache[_key(r)] for r in rows]
 
 
@@ -141,6 +142,17 @@ def featurise_polar(rows: list[dict], base: list[dict], reader) -> np.ndarray:
     return X
 
 
+def featurise_con(rows: list[dict], base: list[dict], reader) -> np.ndarray:
+    from sourcegate.judges.local.reader_stage import CON_NAMES, con_features
+
+    X = np.zeros((len(rows), len(CON_NAMES)))
+    for q, idx in _progress(_groups(rows), "reading premises"):
+        for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
+            f = con_features(base[i], rd)
+            X[i] = [f[n] for n in CON_NAMES]
+    return X
+
+
 def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = True):
     """LR on one half of the groups, isotonic on the other; the procedure rows (the genre the gate
     reads) weigh as much as the others together."""
@@ -158,9 +170,9 @@ def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = T
     for name, m in (("fit", fit), ("cal", cal), ("fit_procedures", fit & is_proc), ("cal_procedures", cal & is_proc)):
         if len(set(y[m])) < 2:
             continue
-        rep[f"auroc_{name}"] = {"stacked": round(float(roc_auc_score(y[m], h.raw(X[m]))), 3),
-                                "reader_p_answer": round(float(roc_auc_score(y[m], X[m][:, names.index("lo_ans")])), 3),
-                                "interpretable_evidence": round(float(roc_auc_score(y[m], X[m][:, names.index("lo_evi")])), 3)}
+        rep[f"auroc_{name}"] = {"stacked": round(float(roc_auc_score(y[m], h.raw(X[m]))), 3)}
+        for n in names[:3]:
+            rep[f"auroc_{name}"][n] = round(float(roc_auc_score(y[m], X[m][:, names.index(n)])), 3)
     print(label, json.dumps(rep, indent=1))
     return head, rep
 
@@ -172,6 +184,7 @@ def main() -> None:
     ap.add_argument("--max-questions", type=int, default=800, help="a seeded sample of the held-out questions")
     ap.add_argument("--base-cache", type=Path, default=DEFAULT_CACHE / "stack_base.json",
                     help="the interpretable judge's scores per row (they do not depend on the reader)")
+    ap.add_argument("--no-con", action="store_true", help="do not fit the contradiction head")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO / "scripts"))
     from train_local_judge import fit_head
@@ -207,9 +220,22 @@ def main() -> None:
                        "evi_polar")
     out = {"about": "heads of the reader stage, fitted by training/reader/stack.py on data the reader never trained "
                     "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
-                    "held-out passages and hand-written procedure yes/no questions (evi_polar). LR on one half of "
+                    "held-out passages and hand-written procedure yes/no questions (evi_polar); hand-written "
+                    "false-premise questions (con_rd, scripts/data/false_premise_dev.jsonl). LR on one half of "
                     "the groups, isotonic on the other",
            "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}
+    if PREMISE_DEV.exists() and not a.no_con:
+        from sourcegate.judges.local.reader_stage import CON_NAMES
+
+        crow = [dict(r, group=str(r.get("group", r["query"])), proc=True) for r in read_jsonl_lines(PREMISE_DEV)]
+        cbase = base_scores(crow, judge, cache)
+        a.base_cache.write_text(json.dumps({"judge": judge.model_id, "base": cache}))
+        Xc = featurise_con(crow, cbase, reader)
+        yc = np.array([int(r["label"]) for r in crow])
+        chead, crep = _fit(Xc, yc, crow, list(CON_NAMES), np.zeros(len(crow), bool), fit_head, "con_rd",
+                           weight_proc=False)
+        out["fit_report"]["con_rd"] = crep
+        out["heads"]["con_rd"] = chead
     (a.weights / "reader_heads.json").write_text(json.dumps(out, indent=1) + "\n")
 
 

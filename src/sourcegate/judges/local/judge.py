@@ -272,7 +272,8 @@ class LocalJudge:
         if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:
             p_sup = max(p_sup, 0.97)
         return {"qtype": q.qtype, "rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
-                "sup": p_sup, "xling": xling}
+                "sup": p_sup, "xling": xling, "has_premise": bool(q.premise),
+                "subject_mismatch": bool(q.premise and fc.get("subject_mismatch"))}
 
     def _reader_stage(self, query: str, q, passages: list[JudgeInput], base: dict, infos: dict) -> dict:
         """The reader reads the passages (any language: it is multilingual) that the relevance head keeps
@@ -292,6 +293,9 @@ class LocalJudge:
             if r is not None:
                 b["reading"] = r
                 b["evi"] = rd.evidence(b, r)
+                con = rd.contradiction(b, r)
+                if con is not None and not b["subject_mismatch"]:
+                    b["con"] = con
                 if r.span_start >= 0 and r.span_margin > 0:
                     b["quote"] = sentence_at(infos[k].sentences, passages[k].text or "", r.span_start, r.span_end)
             if b["caps"] and (self._rules if self._rules is not None else r is None):

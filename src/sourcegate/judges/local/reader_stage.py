@@ -6,7 +6,9 @@ regression, isotonic calibration):
 - `evi_rd`: contains_answer_evidence from the reader's answerable probability, span margin and span
   form, and the interpretable evidence and relevance probabilities;
 - `evi_polar`: the same for yes/no questions, from the reader's yes/no reading (how surely the passage
-  settles the question, either way) with the answerable probability and the interpretable ones.
+  settles the question, either way) with the answerable probability and the interpretable ones;
+- `con_rd` (when fitted): contradicts_query_premise from the interpretable contradiction probability and
+  the reader's NLI reading of the question, as a claim, against the passage (same forward pass).
 The reader's NLI reading serves the written answer's check (`Reader.nli`).
 """
 
@@ -64,6 +66,19 @@ def polar_features(base: dict, r: Reading) -> dict[str, float]:
     }
 
 
+CON_NAMES = ("lo_con", "lo_rel", "lo_nli_con", "lo_nli_ent", "has_premise")
+
+
+def con_features(base: dict, r: Reading) -> dict[str, float]:
+    return {
+        "lo_con": _logit(base["con"]),
+        "lo_rel": _logit(base["rel"]),
+        "lo_nli_con": _logit(r.p_contradiction),
+        "lo_nli_ent": _logit(r.p_entailment),
+        "has_premise": float(bool(base.get("has_premise"))),
+    }
+
+
 class ReaderStage:
     def __init__(self, reader: Reader, heads: dict, raw: bytes):
         self.reader = reader
@@ -74,6 +89,13 @@ class ReaderStage:
     def evidence(self, base: dict, r: Reading) -> float:
         h = self.heads["evi_rd"]
         return float(h.predict(vec(reader_features(base, r), h.names))[0])
+
+    def contradiction(self, base: dict, r: Reading) -> float | None:
+        """contradicts_query_premise from the reading, or None when no such head is shipped."""
+        h = self.heads.get("con_rd")
+        if h is None:
+            return None
+        return float(h.predict(vec(con_features(base, r), h.names))[0])
 
     def polar_evidence(self, base: dict, r: Reading) -> float:
         """contains_answer_evidence for a yes/no question: does the passage settle it, either way."""
