@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=REPO / ".." / "shared" / "data")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N questions / pairs (0: all)")
     ap.add_argument("--scores-out", type=Path, help="write the gate run as `eval --json` output")
-    ap.add_argument("--reader", action="store_true", help="the local judge with its reader stage")
+    ap.add_argument("--no-reader", action="store_true", help="the local judge without its reader and yes/no stages")
     args = ap.parse_args()
     data = args.data.resolve()
     squad, bipia = data / "squad2-dev", data / "bipia-dev"
@@ -71,7 +71,7 @@ def main() -> None:
         settings = demo_settings(Path(tmp))
         chunks = ingest_corpus(settings, squad / "corpus.json")
         gate = SourceGate(settings)
-        judge = require_local_judge(gate.embedder, reader=args.reader)
+        judge = require_local_judge(gate.embedder, reader=not args.no_reader)
         gate._judge = judge
         cases = load_cases(squad / "questions.jsonl")
         cases = cases[: args.limit] if args.limit else cases
