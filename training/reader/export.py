@@ -71,7 +71,8 @@ def export(ckpt: Path, out: Path, quantize: bool = True) -> dict:
         "max_len": 256,
         "sha256": {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in (ONNX_NAME, TOKENIZER_NAME)},
     }
-    (out / META_NAME).write_text(json.dumps(meta, indent=1) + "\n")
+    # paths relative to the repository: the file travels with the package
+    (out / META_NAME).write_text(json.dumps(meta, indent=1).replace(str(REPO) + "/", "") + "\n")
     return meta
 
 

@@ -160,7 +160,9 @@ def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = T
 
     from sourcegate.judges.local.model import Head
 
-    half = np.array([zlib.crc32(("half:" + r["group"]).encode()) % 2 for r in rows])
+    # md5, not crc32: CRC is affine, so two CRCs of equal-length prefixes of one key are correlated
+    # (the CondaQA half chosen by `is_condaqa_stack` would fall on one side only)
+    half = np.array([hashlib.md5(("half:" + r["group"]).encode()).digest()[0] % 2 for r in rows])
     fit, cal = half == 0, half == 1
     wt = np.where(is_proc, max(1.0, (~is_proc).sum() / max(1, is_proc.sum())), 1.0) if weight_proc else np.ones(len(y))
     head = fit_head(X[fit], y[fit], X[cal], y[cal], names, weight_fit=wt[fit], weight_cal=wt[cal])
