@@ -129,15 +129,14 @@ def test_a_passage_about_a_sibling_unit_is_never_evidence():
 
 @needs_reader
 def test_nli_reading_tells_entailment_from_contradiction():
-    p = STAGE.reader.nli([
-        ("Lockout is mandatory: the shaft must not turn while the bearings are greased.",
-         "The bearings may be greased while the shaft turns."),
-        ("Lockout is mandatory: the shaft must not turn while the bearings are greased.",
-         "The shaft must be stopped before greasing the bearings."),
-    ])
-    assert p.shape == (2, 3)
-    assert abs(p.sum(axis=1) - 1).max() < 1e-5
-    assert p[0, 2] > p[1, 2] and p[1, 0] > p[0, 0]
+    premise = "A technician is greasing the bearings of a pump in the plant room."
+    p = STAGE.reader.nli([(premise, "A technician is in the plant room."),
+                          (premise, "Nobody is in the plant room."),
+                          (premise * 30, "A technician is in the plant room.")])  # a long premise: windows
+    assert p.shape == (3, 3)
+    assert abs(p[:2].sum(axis=1) - 1).max() < 1e-5  # one window each: a distribution
+    assert p[0].argmax() == 0 and p[1].argmax() == 2
+    assert p[2, 0] > p[2, 2]
 
 
 @pytest.mark.parametrize("q,polar", [
