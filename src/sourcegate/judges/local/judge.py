@@ -49,6 +49,8 @@ FEATURES_VERSION = features_version()
 # cascade: passages the relevance head puts below this are not read (the gate drops them at 0.45)
 READER_MIN_REL = 0.2
 FOCUS_MISSING_EVIDENCE_MAX = 0.5
+# the reader's contradiction head applies to passages at least this relevant (the gate's default)
+CON_READER_MIN_REL = 0.45
 # the question names a unit (P-200) and the passage is about a sibling (P-300) and never names it
 OTHER_UNIT_EVIDENCE_MAX = 0.05
 ANSWER_TYPE_MISSING_EVIDENCE_MAX = 0.5
@@ -293,7 +295,9 @@ class LocalJudge:
             if r is not None:
                 b["reading"] = r
                 b["evi"] = rd.evidence(b, r)
-                con = rd.contradiction(b, r)
+                # the NLI reading is trusted for a premise only on a passage in the question's language that
+                # is about its subject: across languages and off the subject it contradicts too readily
+                con = rd.contradiction(b, r) if not b["xling"] and b["rel"] >= CON_READER_MIN_REL else None
                 if con is not None and not b["subject_mismatch"]:
                     b["con"] = con
                 if r.span_start >= 0 and r.span_margin > 0:

@@ -372,15 +372,34 @@ def has_person_or_org(sentence: str) -> bool:
 
 
 # a yes/no question: an auxiliary or modal first (English), "est-ce que", an inverted verb ("Faut-il",
-# "Puis-je", "Le filtre doit-il ...") or "n'importe" forms (French); not a question word first
-_POLAR_EN = re.compile(r"^\s*(is|are|was|were|am|does|did|do|has|have|had|can|could|will|would|should|shall|must|may|might)\b")
+# "Puis-je", "Le filtre doit-il ...") (French); or the same after a leading clause ("If the pump trips,
+# should I ...?"); or, spoken style, a question mark and no question word at all ("Je peux meuler de
+# l'aluminium sur le TM-150 ?", "On a le droit de ... ?")
+_AUXW = r"(is|are|was|were|am|does|did|do|has|have|had|can|could|will|would|should|shall|must|may|might)"
+_POLAR_EN = re.compile(r"^\s*" + _AUXW + r"\b")
 _POLAR_FR = re.compile(r"^\s*(est-ce qu|y a-t-il|n'y a-t-il)|^[^?]{0,80}?\b\w+-(je|tu|il|elle|on|nous|vous|ils|elles)\b")
+_LEAD = re.compile(r"^\s*(if|when|whenever|given|although|though|assuming|in|from|after|before|during|once|while|for|"
+                   r"according|based|si|quand|lorsque|avant|apres|pendant|pour|selon|d'apres)\b[^?]*?,\s*("
+                   + _AUXW[1:-1] + r"|est-ce qu|faut-il|peut-on|dois-je|puis-je)\b")
 _WH_FIRST = re.compile(r"^\s*(what|which|who|whom|whose|when|where|why|how|quel|quelle|quels|quelles|qui|quand|ou|comment|pourquoi|combien|que|qu)\b")
+_ALTERNATIVE = re.compile(r"\b[\w-]+ (or|ou) [\w-]+\s*\?$")
+_WH_INV = re.compile(r"\bqu(e\s+|')\w+-(je|tu|il|elle|on|nous|vous|ils|elles)\b")
+_WH_ANY = re.compile(r"\b(what|which|who|whom|whose|when|where|why|how|quel|quelle|quels|quelles|qui|quand|comment|pourquoi|combien|quoi|qu'est-ce)\b")
 
 
 def is_polar(query: str) -> bool:
-    """A yes/no question ("Can I ...?", "Do I need ...?", "Faut-il ...?", "Est-ce que ...?")."""
+    """A yes/no question ("Can I ...?", "Do I need ...?", "If ..., would ...?", "Faut-il ...?",
+    "Est-ce que ...?", "On peut ... ?")."""
     q = fold(query).replace("\u2019", "'").strip()
-    if _WH_FIRST.match(q) or " or " in q or " ou " in q:
+    if _ALTERNATIVE.search(q):  # "Is the valve brass or steel?" asks which, not whether
         return False
-    return bool(_POLAR_EN.match(q) or _POLAR_FR.match(q))
+    if _LEAD.match(q):
+        return True
+    if _WH_FIRST.match(q):
+        return False
+    if _POLAR_EN.match(q):
+        return True
+    wh = _WH_ANY.search(q) or _WH_INV.search(q)  # "Tous les combien faut-il ...", "..., que dois-je ...?"
+    if _POLAR_FR.match(q):
+        return not wh
+    return q.endswith("?") and not wh
