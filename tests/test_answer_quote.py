@@ -40,3 +40,14 @@ def test_the_judges_quote_is_what_the_answer_quotes():
     b = w.write("How often do I grease the P-200 bearings?", Status.ANSWER, [cand()], [])
     assert "every 2,000 operating hours" in b.text
     assert '"Pump P-200 bearing lubrication"' not in b.text
+
+
+def test_a_quote_with_a_heading_glued_to_it_is_quoted_without_it():
+    text = ("Lockout procedure\nLockout is mandatory before any bearing work. Steps.\n"
+            "1. Tell the control room.\n2. Open the breaker.")
+    c = Candidate(id="c1", doc_id="LOTO", title="Lockout procedure", text=text,
+                  quote="Lockout is mandatory before any bearing work. Steps. 1.")
+    a = ExtractiveWriter().write("Do I need lockout?", Status.ANSWER, [c], [])
+    body = a.text.split("\n\nSources:")[0]
+    assert '"Lockout is mandatory before any bearing work." [1]' in body
+    assert "Steps" not in body

@@ -75,7 +75,7 @@ def is_heading(s: str, title: str = "") -> bool:
     t = s.strip().lstrip("#").strip()
     if title and t.rstrip(".").strip().lower() == title.strip().lower():
         return True
-    if t.endswith(":"):
+    if t.endswith(":") or len(t.split()) <= 2:  # "Steps.", "Scope." are labels
         return True
     return len(t) < 90 and len(t.split()) < 10 and not re.search(r"[.!?;]\s*[\"')\]]?$", t)
 
@@ -111,7 +111,15 @@ def quoted(query: str, c: Candidate, k: int) -> list[str]:
     reader's span, or the sentence that settles a yes/no question) when it found one, else the `k`
     sentences that share most with the question; never a title or heading."""
     if c.quote:
-        return [c.quote]
+        # the judge splits sentences its own way: quote the answer's sentences that make up the judge's
+        # quote (a heading glued to it, "Steps. 1.", is left out), or the one that holds it
+        q = c.quote.strip()
+        sents = [s for s in sentences(c.text) if not is_heading(s, c.title)]
+        inside = [s for s in sents if s in q]
+        if inside:
+            return inside
+        holding = [s for s in sents if q in s]
+        return holding[:1] or [q]
     return best_sentences(query, c.text, k, c.title)
 
 
