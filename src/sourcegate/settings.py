@@ -63,6 +63,8 @@ class Settings(BaseSettings):
     # the local judge's reader and yes/no stages (scripts/README-judge.md, "The reader stage");
     # SOURCEGATE_READER=false leaves the interpretable heads alone
     reader: bool = Field(True, validation_alias=_env("SOURCEGATE_READER"))
+    # the reader's contradiction head for contradicts_query_premise (opt-in: scripts/README-judge.md)
+    reader_contradiction: bool = Field(False, validation_alias=_env("SOURCEGATE_READER_CONTRADICTION"))
     recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))
     typesafe_api_key: str | None = Field(None, validation_alias=_env("TYPESAFE_API_KEY"))
     typesafe_model: str = Field("jev-1.13.0", validation_alias=_env("TYPESAFE_MODEL"))

@@ -14,7 +14,8 @@ def make_judge(settings, embedder=None) -> Judge:
     if name == "local":
         from .local import LocalJudge
 
-        return LocalJudge(embedder=embedder, reader=getattr(settings, "reader", True))
+        return LocalJudge(embedder=embedder, reader=getattr(settings, "reader", True),
+                          contradiction=getattr(settings, "reader_contradiction", False))
     if name == "typesafe":
         from .typesafe import TypeSafeJudge
 

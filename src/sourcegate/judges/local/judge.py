@@ -108,7 +108,8 @@ def passage_features(text: str, title: str = "", weights: Weights | None = None,
 class LocalJudge:
     name = "local"
 
-    def __init__(self, embedder=None, weights_dir=None, reader: bool = True, rules: bool | None = None):
+    def __init__(self, embedder=None, weights_dir=None, reader: bool = True, rules: bool | None = None,
+                 contradiction: bool = False):
         """`reader=True` (the default; `SOURCEGATE_READER=false` turns it off) adds the reader and yes/no
         stages; without them the judge uses the interpretable features alone. `rules`
         applies the focus and frequency caps to the evidence question; by default only where the
@@ -122,6 +123,9 @@ class LocalJudge:
         self._w: Weights | None = None
         self._use_reader = reader
         self._rules = rules
+        # the reader's contradiction head (`con_rd`): opt-in (SOURCEGATE_READER_CONTRADICTION=true); it
+        # separates false premises better but flags some plain questions as contradicted
+        self._contradiction = contradiction
         self._reader = None
 
     @property
@@ -297,12 +301,13 @@ class LocalJudge:
                 b["evi"] = rd.evidence(b, r)
                 # the NLI reading is trusted for a premise only on a passage in the question's language that
                 # is about its subject: across languages and off the subject it contradicts too readily
-                con = rd.contradiction(b, r) if not b["xling"] and b["rel"] >= CON_READER_MIN_REL else None
+                con = (rd.contradiction(b, r) if self._contradiction and not b["xling"] and b["rel"] >= CON_READER_MIN_REL
+                       else None)
                 if con is not None and not b["subject_mismatch"]:
                     b["con"] = con
                 if r.span_start >= 0 and r.span_margin > 0:
                     b["quote"] = sentence_at(infos[k].sentences, passages[k].text or "", r.span_start, r.span_end)
-            if b["caps"] and (self._rules if self._rules is not None else r is None):
+            if b["caps"] and (self._rules if self._rules is not None else True):
                 b["evi"] = min([b["evi"]] + b["caps"])
         return readings
 
@@ -315,6 +320,8 @@ class LocalJudge:
             return
         for k, r in readings.items():
             b = base[k]
+            if b["xling"]:
+                continue  # across languages the yes/no reading is near chance (measured): the reader stage decides
             b["evi"] = rd.polar_evidence(b, r)
             b["quote"] = settling_sentence(q, infos[k])
 
