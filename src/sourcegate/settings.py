@@ -93,7 +93,7 @@ class Settings(BaseSettings):
     # The check of a written sentence against the passage it cites (sourcegate/written_check.py;
     # fitted by `python bench/bench_writer.py --fit-check`, to re-run when the reader's weights change).
     # NLI entailment by the reader's head (the local judge's reader), 0 turns the test off:
-    llm_writer_entail_min: float = Field(0.3, ge=0, le=1, validation_alias=_env("LLM_WRITER_ENTAIL_MIN"))
+    llm_writer_entail_min: float = Field(0.0, ge=0, le=1, validation_alias=_env("LLM_WRITER_ENTAIL_MIN"))
     llm_writer_nli: bool = Field(True, validation_alias=_env("LLM_WRITER_NLI"))
     # ask the NLI head about a sentence and a passage in two languages (off: the head reads English only)
     llm_writer_nli_crosslingual: bool = Field(False, validation_alias=_env("LLM_WRITER_NLI_CROSSLINGUAL"))
