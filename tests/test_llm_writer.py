@@ -328,7 +328,7 @@ def test_a_meta_answer_from_the_model_is_rejected(tmp_path):
         result, record = ask(tmp_path, llm_writer_policy="cloud", llm_writer_cloud=cloud.url + "/v1",
                              llm_writer_cloud_model="m")
     assert result.writer.path == "extractive"
-    assert {"restates_nothing", "not_entailed"} <= set(record["writer"]["attempts"][0]["check"])
+    assert "restates_nothing" in set(record["writer"]["attempts"][0]["check"])  # NLI, where set: test_written_check.py
     assert "sentence restating nothing of the cited passage (1)" in result.writer.fallback_reason
 
 
