@@ -34,9 +34,9 @@ def test_the_judges_quote_is_what_the_answer_quotes():
     w = ExtractiveWriter()
     quote = "Lockout is mandatory before any bearing work."
     a = w.write("Can I grease the P-200 bearings while the pump is running?", Status.ANSWER, [cand(quote)], [])
-    body = a.text.split("\n\nSources:")[0]
-    assert f'"{quote}" [1]' in body
-    assert "2,000" not in body  # only the sentence that settles it
+    lines = a.text.split("\n\nSources:")[0].splitlines()
+    assert lines[1] == f'- "{quote}" [1]'  # the sentence that settles it comes first
+    assert len(lines) == 3  # then the best of the others, two sentences in all
     b = w.write("How often do I grease the P-200 bearings?", Status.ANSWER, [cand()], [])
     assert "every 2,000 operating hours" in b.text
     assert '"Pump P-200 bearing lubrication"' not in b.text

@@ -9,6 +9,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .gate import Status
 from .models import Candidate
+from .judges.local.text import is_heading
 from .retrieve import lexical_overlap, query_terms
 
 
@@ -69,17 +70,6 @@ def sentences(text: str) -> list[str]:
 _QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently)|what (interval|torque|level|depth|quantity)|combien|quelle? (fréquence|quantité))\b", re.I)
 
 
-def is_heading(s: str, title: str = "") -> bool:
-    """A title, heading or list label rather than a sentence: the document's title, a line that ends
-    with a colon, or a short line with no sentence punctuation ("When to backwash", "Scope")."""
-    t = s.strip().lstrip("#").strip()
-    if title and t.rstrip(".").strip().lower() == title.strip().lower():
-        return True
-    if t.endswith(":") or len(t.split()) <= 2:  # "Steps.", "Scope." are labels
-        return True
-    return len(t) < 90 and len(t.split()) < 10 and not re.search(r"[.!?;]\s*[\"')\]]?$", t)
-
-
 def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, int, str]]:
     terms = query_terms(query)
     wants_number = bool(_QUANTITY_Q.search(query))
@@ -107,20 +97,18 @@ def best_sentences(query: str, text: str, k: int = 2, title: str = "") -> list[s
 
 
 def quoted(query: str, c: Candidate, k: int) -> list[str]:
-    """What the answer quotes from an evidence passage: the sentence the judge found answering (the
-    reader's span, or the sentence that settles a yes/no question) when it found one, else the `k`
-    sentences that share most with the question; never a title or heading."""
-    if c.quote:
-        # the judge splits sentences its own way: quote the answer's sentences that make up the judge's
-        # quote (a heading glued to it, "Steps. 1.", is left out), or the one that holds it
-        q = c.quote.strip()
-        sents = [s for s in sentences(c.text) if not is_heading(s, c.title)]
-        inside = [s for s in sents if s in q]
-        if inside:
-            return inside
-        holding = [s for s in sents if q in s]
-        return holding[:1] or [q]
-    return best_sentences(query, c.text, k, c.title)
+    """What the answer quotes from an evidence passage: first the sentence the judge found answering (the
+    reader's span, or the sentence that settles a yes/no question) when it found one, then, up to `k`,
+    the sentences that share most with the question; never a title or heading."""
+    best = best_sentences(query, c.text, k, c.title)
+    if not c.quote:
+        return best
+    # the judge splits sentences its own way: quote the answer's sentences that make up the judge's
+    # quote (a heading glued to it, "Steps. 1.", is left out), or the one that holds it
+    q = c.quote.strip()
+    sents = [s for s in sentences(c.text) if not is_heading(s, c.title)]
+    first = [s for s in sents if s in q] or [s for s in sents if q in s][:1] or [q]
+    return first + [s for s in best if s not in first][: max(0, k - len(first))]
 
 
 _PREMISE_SPLIT = re.compile(r"[,;:]|\b(?:so|therefore|then|donc|alors)\b", re.I)

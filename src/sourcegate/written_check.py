@@ -39,7 +39,7 @@ from .normalize import fold
 
 @dataclass(frozen=True)
 class CheckThresholds:
-    entail_min: float = 0.3  # NLI entailment probability, best passage window
+    entail_min: float = 0.0  # NLI entailment probability, best passage window (0: off; fitted for the shipped reader)
     related_min: float = 0.45  # embedding cosine: a passage sentence about the same thing
     support_min: float = 0.4  # embedding cosine: across languages, a sentence close to the passage
     nli_crosslingual: bool = False  # ask the NLI head about pairs in two languages

@@ -363,9 +363,7 @@ def settling_sentence(q, info) -> str | None:
 
 
 def _heading_like(s: str) -> bool:
-    """A title, heading or list label rather than a sentence ("When to backwash", "Scope:")."""
-    t = s.strip()
-    return len(t) < 90 and not re.search(r"[.!?;]\s*$", t) and len(t.split()) < 10 or t.endswith(":")
+    return T.is_heading(s)
 
 
 def _other_unit_stage(q, base: dict, infos: dict) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 
 from .features import _type_ok, vec
 from .model import WEIGHTS_DIR, Head
-from .reader import ONNX_NAME, Reader, Reading
+from .reader import ONNX_NAME, Reader, Reading, load_reader
 
 HEADS_NAME = "reader_heads.json"
 MARGIN_CLIP = 15.0
@@ -118,6 +118,7 @@ def load_reader_stage(directory: Path | str | None = None) -> ReaderStage | None
             stage = None
             if (d / ONNX_NAME).exists() and (d / HEADS_NAME).exists():
                 raw = (d / HEADS_NAME).read_bytes()
-                stage = ReaderStage(Reader(d), json.loads(raw), raw)
+                reader = load_reader(d)  # one session per process, shared with the written answer's check
+                stage = ReaderStage(reader, json.loads(raw), raw) if reader is not None else None
             _cache[key] = stage
         return _cache[key]

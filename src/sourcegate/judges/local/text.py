@@ -403,3 +403,24 @@ def is_polar(query: str) -> bool:
     if _POLAR_FR.match(q):
         return not wh
     return q.endswith("?") and not wh
+
+
+_LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s+")
+
+
+def is_heading(s: str, title: str = "") -> bool:
+    """A title, heading or label rather than a sentence: the document's title, a line that ends with a
+    colon, one or two words ("Steps.", "Scope"), or a short line with no sentence punctuation ("When to
+    backwash"). A list item or step that states something ("- Maximum batch size: 7 kg", "2. Open the
+    valve") is not one."""
+    t = s.strip().lstrip("#").strip()
+    if title and t.rstrip(".").strip().lower() == title.strip().lower():
+        return True
+    if t.endswith(":"):
+        return True
+    body = _LIST_MARK.sub("", t)
+    if len(body.split()) <= 2:
+        return True
+    if _LIST_MARK.match(t) or (":" in body and re.search(r"\d", body)):
+        return False
+    return len(t) < 90 and len(t.split()) < 10 and not re.search(r"[.!?;]\s*[\"')\]]?$", t)
