@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 
 import numpy as np
@@ -111,9 +110,10 @@ class LocalJudge:
     def __init__(self, embedder=None, weights_dir=None, reader: bool = True, rules: bool | None = None,
                  contradiction: bool = False):
         """`reader=True` (the default; `SOURCEGATE_READER=false` turns it off) adds the reader and yes/no
-        stages; without them the judge uses the interpretable features alone. `rules`
-        applies the focus and frequency caps to the evidence question; by default only where the
-        reader does not read the passage (it makes them redundant where it does)."""
+        stages; without them the judge uses the interpretable features alone. `rules=False` drops the
+        focus and frequency caps of the evidence question (by default they apply, with the reader too:
+        the demo's grease-interval question still needs the frequency cap). `contradiction=True` adds
+        the reader's contradiction head."""
         if embedder is None:
             from ...embed import get_embedder
 
@@ -284,8 +284,8 @@ class LocalJudge:
     def _reader_stage(self, query: str, q, passages: list[JudgeInput], base: dict, infos: dict) -> dict:
         """The reader reads the passages (any language: it is multilingual) that the relevance head keeps
         above `READER_MIN_REL`, in one batch; its readings become inputs of the evidence head, and the
-        sentence holding its answer span becomes the passage's quote. The caps apply where it does not
-        read. Returns the readings by passage index."""
+        sentence holding its answer span becomes the passage's quote. Then the focus and frequency caps.
+        Returns the readings by passage index."""
         rd = self.reader
         todo = [k for k, b in base.items() if b["rel"] >= READER_MIN_REL] if rd is not None else []
         readings = {}
@@ -297,7 +297,6 @@ class LocalJudge:
         for k, b in base.items():
             r = readings.get(k)
             if r is not None:
-                b["reading"] = r
                 b["evi"] = rd.evidence(b, r)
                 # the NLI reading is trusted for a premise only on a passage in the question's language that
                 # is about its subject: across languages and off the subject it contradicts too readily
@@ -307,7 +306,7 @@ class LocalJudge:
                     b["con"] = con
                 if r.span_start >= 0 and r.span_margin > 0:
                     b["quote"] = sentence_at(infos[k].sentences, passages[k].text or "", r.span_start, r.span_end)
-            if b["caps"] and (self._rules if self._rules is not None else True):
+            if b["caps"] and self._rules is not False:
                 b["evi"] = min([b["evi"]] + b["caps"])
         return readings
 
@@ -335,9 +334,9 @@ def sentence_at(sents: list[str], text: str, start: int, end: int) -> str | None
         if i < 0:
             continue
         if i <= start < i + len(s) + 1 or (span and span in s and i >= start - len(s)):
-            return None if _heading_like(s) else s
+            return None if T.is_heading(s) else s
         pos = i
-    hits = [s for s in sents if span and span in s and not _heading_like(s)]
+    hits = [s for s in sents if span and span in s and not T.is_heading(s)]
     return hits[0] if hits else None
 
 
@@ -350,7 +349,7 @@ def settling_sentence(q, info) -> str | None:
     qstems = {T.stem(t) for t in T.tokens(q.text) if t not in T.STOP and t not in T.QWORDS}
     best, best_score = None, -1e9
     for i, s in enumerate(sents):
-        if _heading_like(s):
+        if T.is_heading(s):
             continue
         sim = float(emb[i] @ q.emb) if emb is not None and len(emb) == len(sents) else 0.0
         stems = {T.stem(t) for t in T.tokens(s)}
@@ -360,10 +359,6 @@ def settling_sentence(q, info) -> str | None:
         if score > best_score:
             best, best_score = s, score
     return best
-
-
-def _heading_like(s: str) -> bool:
-    return T.is_heading(s)
 
 
 def _other_unit_stage(q, base: dict, infos: dict) -> None:
