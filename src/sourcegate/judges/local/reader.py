@@ -99,6 +99,20 @@ class Reader:
             start += STRIDE
         return out
 
+    def _run(self, rows) -> list[np.ndarray]:
+        """The model's outputs for windows (`_windows` rows), in one batch padded to a multiple of
+        PAD_MULTIPLE."""
+        L = -(-max(len(r[0]) for r in rows) // PAD_MULTIPLE) * PAD_MULTIPLE
+        ids = np.zeros((len(rows), L), dtype=np.int64)
+        tt = np.zeros((len(rows), L), dtype=np.int64)
+        am = np.zeros((len(rows), L), dtype=np.int64)
+        for i, (a, b, _) in enumerate(rows):
+            ids[i, : len(a)] = a
+            tt[i, : len(b)] = b
+            am[i, : len(a)] = 1
+        with self._lock:
+            return self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
+
     def read(self, question: str, passages: list[str]) -> list[Reading]:
         if not passages:
             return []
@@ -108,18 +122,8 @@ class Reader:
             for w in self._windows(q_ids, p or ""):
                 rows.append(w)
                 owner.append(k)
-        L = max(len(r[0]) for r in rows)
-        L = -(-L // PAD_MULTIPLE) * PAD_MULTIPLE
         n = len(rows)
-        ids = np.zeros((n, L), dtype=np.int64)
-        tt = np.zeros((n, L), dtype=np.int64)
-        am = np.zeros((n, L), dtype=np.int64)
-        for i, (a, b, _) in enumerate(rows):
-            ids[i, : len(a)] = a
-            tt[i, : len(b)] = b
-            am[i, : len(a)] = 1
-        with self._lock:
-            outs = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
+        outs = self._run(rows)
         start, end, ans, nli = outs[:4]
         polar = _softmax(outs[4]) if len(outs) > 4 else None
         windows: dict[int, list[Reading]] = {}
@@ -170,17 +174,7 @@ class Reader:
                 owner.append(k)
         if not rows:
             return out
-        L = -(-max(len(r[0]) for r in rows) // PAD_MULTIPLE) * PAD_MULTIPLE
-        ids = np.zeros((len(rows), L), dtype=np.int64)
-        tt = np.zeros((len(rows), L), dtype=np.int64)
-        am = np.zeros((len(rows), L), dtype=np.int64)
-        for i, (a, b, _) in enumerate(rows):
-            ids[i, : len(a)] = a
-            tt[i, : len(b)] = b
-            am[i, : len(a)] = 1
-        with self._lock:
-            nli = self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})[3]
-        probs = _softmax(nli)
+        probs = _softmax(self._run(rows)[3])
         seen: dict[int, np.ndarray] = {}
         for i, k in enumerate(owner):
             p = probs[i]
