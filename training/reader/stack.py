@@ -88,14 +88,18 @@ def base_scores(rows: list[dict], judge, cache: dict) -> list[dict]:
     return [cache[_key(r)] for r in rows]
 
 
-def featurise(rows: list[dict], base: list[dict], reader) -> np.ndarray:
-    from sourcegate.judges.local.reader_stage import reader_features
+def featurise(rows: list[dict], base: list[dict], reader, features=None, names=EVI_NAMES,
+              desc: str = "reading") -> np.ndarray:
+    """One row of `names` per row: `features(base scores, reading)` (default: the evidence head's), the
+    questions' passages read in one batch as in the judge."""
+    if features is None:
+        from sourcegate.judges.local.reader_stage import reader_features as features
 
-    X = np.zeros((len(rows), len(EVI_NAMES)))
-    for q, idx in _progress(_groups(rows), "reading"):
+    X = np.zeros((len(rows), len(names)))
+    for q, idx in _progress(_groups(rows), desc):
         for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
-            f = reader_features(base[i], rd)
-            X[i] = [f[n] for n in EVI_NAMES]
+            f = features(base[i], rd)
+            X[i] = [f[n] for n in names]
     return X
 
 
@@ -129,28 +133,6 @@ def polar_rows(data: Path) -> list[dict]:
             rows.append({"query": r["query"], "text": r["text"], "label": int(r["label"]),
                          "group": "proc:" + str(r.get("group", r["query"])), "title": "", "proc": True})
     return rows
-
-
-def featurise_polar(rows: list[dict], base: list[dict], reader) -> np.ndarray:
-    from sourcegate.judges.local.reader_stage import POLAR_NAMES, polar_features
-
-    X = np.zeros((len(rows), len(POLAR_NAMES)))
-    for q, idx in _progress(_groups(rows), "reading yes/no"):
-        for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
-            f = polar_features(base[i], rd)
-            X[i] = [f[n] for n in POLAR_NAMES]
-    return X
-
-
-def featurise_con(rows: list[dict], base: list[dict], reader) -> np.ndarray:
-    from sourcegate.judges.local.reader_stage import CON_NAMES, con_features
-
-    X = np.zeros((len(rows), len(CON_NAMES)))
-    for q, idx in _progress(_groups(rows), "reading premises"):
-        for i, rd in zip(idx, reader.read(q, [rows[i]["text"] for i in idx])):
-            f = con_features(base[i], rd)
-            X[i] = [f[n] for n in CON_NAMES]
-    return X
 
 
 def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = True):
@@ -216,7 +198,9 @@ def main() -> None:
     X = featurise(rows, base, reader)
     y = np.array([r["label"] for r in rows])
     head, rep = _fit(X, y, rows, list(EVI_NAMES), np.array([bool(r.get("proc")) for r in rows]), fit_head, "evi_rd")
-    Xp = featurise_polar(prow, pbase, reader)
+    from sourcegate.judges.local.reader_stage import polar_features
+
+    Xp = featurise(prow, pbase, reader, polar_features, POLAR_NAMES, "reading yes/no")
     yp = np.array([r["label"] for r in prow])
     phead, prep = _fit(Xp, yp, prow, list(POLAR_NAMES), np.array([bool(r.get("proc")) for r in prow]), fit_head,
                        "evi_polar")
@@ -227,12 +211,12 @@ def main() -> None:
                     "the groups, isotonic on the other",
            "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}
     if PREMISE_DEV.exists() and not a.no_con:
-        from sourcegate.judges.local.reader_stage import CON_NAMES
+        from sourcegate.judges.local.reader_stage import CON_NAMES, con_features
 
         crow = [dict(r, group=str(r.get("group", r["query"])), proc=True) for r in read_jsonl_lines(PREMISE_DEV)]
         cbase = base_scores(crow, judge, cache)
         a.base_cache.write_text(json.dumps({"judge": judge.model_id, "base": cache}))
-        Xc = featurise_con(crow, cbase, reader)
+        Xc = featurise(crow, cbase, reader, con_features, CON_NAMES, "reading premises")
         yc = np.array([int(r["label"]) for r in crow])
         chead, crep = _fit(Xc, yc, crow, list(CON_NAMES), np.zeros(len(crow), bool), fit_head, "con_rd",
                            weight_proc=False)
