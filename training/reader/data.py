@@ -223,6 +223,23 @@ def perturb_question(q: str, ctx: str, answers: list[str], rng: random.Random) -
     return None
 
 
+def answer_window(ctx: str, spans: list[tuple[int, int]], qa: dict, rng: random.Random):
+    """(a0, a1, answer texts, budget, s, e): the first answer's offsets in `ctx`, every reference
+    answer's text, and a window ctx[s:e] of whole sentences around it (250-700 characters, grown at
+    random) that holds it; None when the answer is not where its offset says, or in no sentence."""
+    ans = qa["answers"][0]
+    a0, a1 = ans["start"], ans["start"] + len(ans["text"])
+    if ctx[a0:a1] != ans["text"]:
+        return None
+    texts = [a["text"] for a in qa["answers"]]
+    budget = rng.randint(250, 700)
+    si = next((i for i, (a, b) in enumerate(spans) if a <= a0 < b), None)
+    if si is None:
+        return None
+    s, e = window(ctx, spans, si, budget, rng)
+    return a0, a1, texts, budget, min(s, a0), max(e, a1)
+
+
 def squad1_units(data: Path, rng: random.Random, max_questions: int) -> dict[str, list[list[dict]]]:
     """SQuAD 1.0 train: per question a positive window and one negative on the same subject: the question
     edited SQuAD 2.0's way (55 %), the window without its answer sentences (30 %) or another paragraph of
@@ -244,17 +261,10 @@ def squad1_units(data: Path, rng: random.Random, max_questions: int) -> dict[str
             qas = [qa for qa in p["qas"] if qa["answers"] and not qa.get("is_impossible")]
             rng.shuffle(qas)
             for qa in qas[:3]:
-                ans = qa["answers"][0]
-                a0, a1 = ans["start"], ans["start"] + len(ans["text"])
-                if ctx[a0:a1] != ans["text"]:
+                w = answer_window(ctx, spans, qa, rng)
+                if w is None:
                     continue
-                texts = [a["text"] for a in qa["answers"]]
-                budget = rng.randint(250, 700)
-                si = next((i for i, (a, b) in enumerate(spans) if a <= a0 < b), None)
-                if si is None:
-                    continue
-                s, e = window(ctx, spans, si, budget, rng)
-                s, e = min(s, a0), max(e, a1)
+                a0, a1, texts, budget, s, e = w
                 win = ctx[s:e]
                 pos = {"kind": "qa", "q": qa["question"], "c": win, "a0": a0 - s, "a1": a1 - s, "ans": 1, "src": "squad1"}
                 neg = None
@@ -327,19 +337,10 @@ def piaf_units(data: Path, rng: random.Random) -> dict[str, list[list[dict]]]:
             ctx = p["context"]
             spans = sentences(ctx)
             for qa in p["qas"]:
-                if not qa["answers"]:
+                w = answer_window(ctx, spans, qa, rng) if qa["answers"] else None
+                if w is None:
                     continue
-                ans = qa["answers"][0]
-                a0, a1 = ans["start"], ans["start"] + len(ans["text"])
-                if ctx[a0:a1] != ans["text"]:
-                    continue
-                texts = [a["text"] for a in qa["answers"]]
-                budget = rng.randint(250, 700)
-                si = next((i for i, (a, b) in enumerate(spans) if a <= a0 < b), None)
-                if si is None:
-                    continue
-                s, e = window(ctx, spans, si, budget, rng)
-                s, e = min(s, a0), max(e, a1)
+                a0, a1, texts, budget, s, e = w
                 unit = [{"kind": "qa", "q": qa["question"], "c": ctx[s:e], "a0": a0 - s, "a1": a1 - s, "ans": 1, "src": "piaf"}]
                 t = answer_removed(ctx, texts, a0, budget, rng) if rng.random() < 0.7 else None
                 if t:
