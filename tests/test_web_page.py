@@ -33,21 +33,25 @@ def test_page_is_self_contained(tmp_path):
         assert needed in html
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
-def test_page_in_headless_chromium(tmp_path):
-    settings = make_settings(tmp_path / "audit.jsonl")
+def _page_dom(settings, tmp_path, question: str) -> tuple[str, str]:
+    """The page's DOM after it asked `question` on load (?q=), in headless Chromium against a real server;
+    --virtual-time-budget lets the page's fetch finish before the dump. (DOM, Chromium's stderr)."""
     gate = make_gate(settings)
-    app = create_app(settings, gate)
-    with running_server(app) as base:
-        # ?q= asks on load; --virtual-time-budget lets the page's fetch finish before the dump.
+    with running_server(create_app(settings, gate)) as base:
         cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
                f"--user-data-dir={tmp_path / 'chromium-profile'}", "--virtual-time-budget=20000",
-               "--dump-dom", f"{base}/?q={quote(Q)}"]
+               "--dump-dom", f"{base}/?q={quote(question)}"]
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     gate.close()
-    dom = out.stdout
-    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], out.stderr[-2000:])
+    return out.stdout, out.stderr
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_in_headless_chromium(tmp_path):
+    settings = make_settings(tmp_path / "audit.jsonl")
+    dom, err = _page_dom(settings, tmp_path, Q)
+    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], err[-2000:])
     assert "PROC-P200-BRG-R2" in dom  # a candidate row / citation
     assert 'href="https://docs.example-water.org/' in dom  # citation links
     assert re.search(r'id="audit-link" href="v1/audit/[0-9a-f]{32}"', dom)
@@ -56,19 +60,9 @@ def test_page_in_headless_chromium(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
 def test_page_names_the_parts_not_found(tmp_path):
-    settings = make_settings(tmp_path / "audit.jsonl")
-    gate = make_gate(settings)
-    app = create_app(settings, gate)
     q = "What are the grease intervals for the P-200 and the P-900 pumps?"
-    with running_server(app) as base:
-        cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
-               f"--user-data-dir={tmp_path / 'chromium-profile'}", "--virtual-time-budget=20000",
-               "--dump-dom", f"{base}/?q={quote(q)}"]
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
-    gate.close()
-    dom = out.stdout
-    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], out.stderr[-2000:])
+    dom, err = _page_dom(make_settings(tmp_path / "audit.jsonl"), tmp_path, q)
+    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], err[-2000:])
     assert re.search(r'<p id="missing" class="missing">Not found in the library: '
                      r'What are the grease intervals for the P-900 pumps\?</p>', dom), dom[-3000:]
 
