@@ -7,6 +7,7 @@ routes of all passages into one of three outcomes.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from enum import Enum
 
@@ -37,6 +38,13 @@ REASON_OVER_LIMIT = "evidence_limit"
 # A part of a question that asks several things ("the P-200 and the P-300") is about one
 # identifier: a passage that does not name it answers another part, not this one.
 REASON_SUBJECT_NOT_NAMED = "subject_not_named"
+# Trust tiers (see `TrustTiers`): evidence from a source of a lower tier than a current passage that
+# contradicts the premise is set aside; evidence that states another value than a higher-tier
+# evidence passage is shown as a conflict; evidence that states another value than evidence of the
+# same tier stays evidence, and the answer says the sources disagree.
+REASON_OUTRANKED = "outranked_by_conflict"
+REASON_DISAGREES_HIGHER = "disagrees_with_higher_tier"
+REASON_DISAGREES_EQUAL = "evidence_disagrees"
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,73 @@ class GateThresholds:
 
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+# Trust tiers: how far a kind of source (`source_type`, read from every format) is trusted.
+# Higher is more trusted. A type not listed gets the tier of `*`.
+TIER_HIGH, TIER_MIDDLE, TIER_LOW = 3, 2, 1
+DEFAULT_TRUST_TIERS = ("procedure=3, sop=3, manual=3, policy=3, standard=3, regulation=3, "
+                       "note=1, forum=1, community=1, email=1, chat=1, *=2")
+TIER_NAMES = {TIER_HIGH: "high", TIER_MIDDLE: "middle", TIER_LOW: "low"}
+
+
+def _type_key(source_type: str | None) -> str:
+    return re.sub(r"[\s\-]+", "_", (source_type or "").strip().lower())
+
+
+@dataclass(frozen=True)
+class TrustTiers:
+    """`source_type` -> tier, from the setting GATE_TRUST_TIERS ("procedure=3, forum=1, *=2").
+    An exact type wins; else the words of a compound type ("forum_post", "policy_standard"), the
+    lowest of those listed (a type that calls itself a note or a forum post is informal); else `*`."""
+
+    tiers: tuple[tuple[str, int], ...] = ()
+    default: int = TIER_MIDDLE
+
+    @classmethod
+    def parse(cls, spec: str | None) -> "TrustTiers":
+        if spec is None:
+            spec = DEFAULT_TRUST_TIERS
+        tiers: dict[str, int] = {}
+        default = TIER_MIDDLE
+        for item in re.split(r"[,;\n]+", spec):
+            item = item.strip()
+            if not item:
+                continue
+            name, sep, value = item.partition("=")
+            name = _type_key(name) if name.strip() != "*" else "*"
+            try:
+                tier = int(value.strip())
+            except ValueError:
+                raise ValueError(f"GATE_TRUST_TIERS: {item!r} is not TYPE=TIER with a whole number (procedure=3)") from None
+            if not sep or not name:
+                raise ValueError(f"GATE_TRUST_TIERS: {item!r} is not TYPE=TIER (procedure=3)")
+            if name == "*":
+                default = tier
+            else:
+                tiers[name] = tier
+        return cls(tuple(sorted(tiers.items())), default)
+
+    def tier(self, source_type: str | None) -> int:
+        table = dict(self.tiers)
+        key = _type_key(source_type)
+        if key in table:
+            return table[key]
+        words = [table[w] for w in re.split(r"[_/.]+", key) if w in table]
+        return min(words) if words else self.default
+
+    def as_setting(self) -> str:
+        return ", ".join([f"{k}={v}" for k, v in self.tiers] + [f"*={self.default}"])
+
+    def as_dict(self) -> dict:
+        return {"tiers": dict(self.tiers), "unknown": self.default}
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "TrustTiers":
+        if not d:
+            return cls.parse(None)
+        return cls(tuple(sorted((_type_key(k), int(v)) for k, v in (d.get("tiers") or {}).items())),
+                   int(d.get("unknown", TIER_MIDDLE)))
 
 
 def route(scores: PassageScores | None, t: GateThresholds) -> tuple[Route, str]:
@@ -135,26 +210,87 @@ class GatedPassage:
     scores: PassageScores | None
     route: Route
     reason: str
+    tier: int = TIER_MIDDLE
+
+
+def _stated(values: list[str] | None) -> tuple[set[str], dict[str, set[float]]]:
+    """A passage's stated values ("2000 h", "300 rpm", "yes", "no"): its yes/no and its numbers by unit."""
+    polar: set[str] = set()
+    numbers: dict[str, set[float]] = {}
+    for v in values or []:
+        if v in ("yes", "no"):
+            polar.add(v)
+            continue
+        num, _, unit = v.partition(" ")
+        try:
+            numbers.setdefault(unit, set()).add(float(num))
+        except ValueError:
+            continue
+    return polar, numbers
+
+
+def disagree(a: list[str] | None, b: list[str] | None) -> bool:
+    """Two passages state different values for the same thing: a yes against a no, or numbers with the
+    same unit and none in common ("every 2,000 hours" against "every 20,000 hours")."""
+    pa, na = _stated(a)
+    pb, nb = _stated(b)
+    if len(pa) == 1 and len(pb) == 1 and pa != pb:
+        return True
+    return any(not (na[u] & nb[u]) for u in na.keys() & nb.keys() if u)
 
 
 def apply_gate(
     passages: list[tuple[str, str, PassageScores | None]], t: GateThresholds, evidence_limit: int,
-    subject_named: list[bool] | None = None,
+    subject_named: list[bool] | None = None, tiers: list[int] | None = None,
+    values: list[list[str] | None] | None = None, current: list[bool] | None = None,
 ) -> tuple[list[GatedPassage], Status]:
-    """Route every (id, doc_id, scores) passage, keep at most `evidence_limit` evidence passages
-    (the strongest, spread over documents), and decide the status. Pure: replay uses it too.
+    """Route every (id, doc_id, scores) passage, apply the trust tiers, keep at most `evidence_limit`
+    evidence passages (the most trusted and strongest, spread over documents), and decide the status.
+    Pure: replay uses it too.
+
     With `subject_named` (one flag per passage, for a part of a question about one identifier), a
-    passage that does not name the part's subject can be neither its evidence nor its conflict."""
-    first = [(pid, doc, sc, *route(sc, t)) for pid, doc, sc in passages]
+    passage that does not name the part's subject can be neither its evidence nor its conflict.
+
+    With `tiers` (one trust tier per passage, `TrustTiers.tier` of its source_type), `values` (the
+    values each passage states in answer: "2000 h", "no") and `current` (False for an archived one):
+    - evidence of a lower tier than a current passage that contradicts the premise is set aside
+      (`outranked_by_conflict`): when it was the only evidence, the status is `premise_conflict`;
+    - evidence is ordered by tier, then by score: lower-tier evidence is cited after higher-tier;
+    - evidence that states another value than evidence of a higher tier becomes a conflict
+      (`disagrees_with_higher_tier`); evidence of the same tier that states another value stays
+      evidence, marked `evidence_disagrees` on both sides, and the answer says the sources disagree."""
+    n = len(passages)
+    tier_of = list(tiers) if tiers is not None else [TIER_MIDDLE] * n
+    vals = list(values) if values is not None else [None] * n
+    cur = list(current) if current is not None else [True] * n
+    first = [[pid, doc, sc, *route(sc, t)] for pid, doc, sc in passages]
     if subject_named is not None:
-        first = [(pid, doc, sc, Route.EXCLUDED, REASON_SUBJECT_NOT_NAMED)
-                 if r is not Route.EXCLUDED and not named else (pid, doc, sc, r, reason)
-                 for (pid, doc, sc, r, reason), named in zip(first, subject_named)]
-    ev = sorted((x for x in first if x[3] is Route.EVIDENCE), key=lambda x: -x[2].contains_answer_evidence)
-    keep = set(diversify([(x[0], x[1]) for x in ev], evidence_limit))
+        for x, named in zip(first, subject_named):
+            if x[3] is not Route.EXCLUDED and not named:
+                x[3], x[4] = Route.EXCLUDED, REASON_SUBJECT_NOT_NAMED
+    conflict_tiers = [tier_of[i] for i, x in enumerate(first) if x[3] is Route.CONFLICT and cur[i]]
+    if conflict_tiers:
+        top = max(conflict_tiers)
+        for i, x in enumerate(first):
+            if x[3] is Route.EVIDENCE and tier_of[i] < top:
+                x[3], x[4] = Route.EXCLUDED, REASON_OUTRANKED
+    ev = sorted((i for i, x in enumerate(first) if x[3] is Route.EVIDENCE),
+                key=lambda i: (-tier_of[i], -first[i][2].contains_answer_evidence))
+    kept: list[int] = []
+    for i in ev:
+        against = [k for k in kept if disagree(vals[i], vals[k])]
+        if any(tier_of[k] > tier_of[i] for k in against):
+            first[i][3], first[i][4] = Route.CONFLICT, REASON_DISAGREES_HIGHER
+            continue
+        for k in against:
+            first[k][4] = REASON_DISAGREES_EQUAL
+        if against:
+            first[i][4] = REASON_DISAGREES_EQUAL
+        kept.append(i)
+    keep = set(diversify([(first[i][0], first[i][1]) for i in kept], evidence_limit))
     gated = []
-    for pid, doc, sc, r, reason in first:
+    for i, (pid, doc, sc, r, reason) in enumerate(first):
         if r is Route.EVIDENCE and pid not in keep:
             r, reason = Route.EXCLUDED, REASON_OVER_LIMIT
-        gated.append(GatedPassage(pid, doc, sc, r, reason))
+        gated.append(GatedPassage(pid, doc, sc, r, reason, tier_of[i]))
     return gated, decide_status([g.route for g in gated])

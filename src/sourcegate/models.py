@@ -98,6 +98,11 @@ class Candidate:
     embedding: Any = field(default=None, repr=False)
     # The sentence that answers, when the judge found it (set after judging; see PassageJudgement.quote).
     quote: str | None = None
+    # Set by the gate: the trust tier of the passage's source_type, the reason of its route (a lower
+    # tier, a disagreement) and the values it states in answer (see sourcegate.stated).
+    tier: int | None = None
+    gate_reason: str | None = None
+    values: list[str] | None = None
 
     def __post_init__(self) -> None:
         # Whatever a document claimed, only an http(s) URL reaches an answer, a tool result or the page.

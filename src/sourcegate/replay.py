@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from .audit import format_chain_report, hash_problem, read_records, verify_chain
-from .gate import GateThresholds, Status, apply_gate
+from .gate import GateThresholds, Status, TrustTiers, apply_gate
 from .models import QUESTIONS, PassageScores
 from .plan import Part, PartDecision, merge
 from .tables import format_table
@@ -61,6 +61,7 @@ class InvalidRecord:
 @dataclass
 class ReplayReport:
     thresholds: dict[str, float]
+    trust_tiers: dict[str, Any] = field(default_factory=dict)
     records: int = 0
     replayed: int = 0
     passages: int = 0
@@ -75,6 +76,7 @@ class ReplayReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "thresholds": self.thresholds,
+            "trust_tiers": self.trust_tiers,
             "records": self.records,
             "replayed": self.replayed,
             "passages": self.passages,
@@ -103,16 +105,30 @@ def _part_label(question: Any, n: int) -> str:
     return question if isinstance(question, str) else f"part {n + 1} (redacted)"
 
 
-def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple[list[PassageChange], AnswerChange | None]:
-    """The passage and answer decisions of one (verified) record that change under `thresholds`.
-    A question that asked several things is re-gated part by part, then merged again."""
+def _gate(cands: list[dict], thresholds: GateThresholds, trust: TrustTiers | None, limit: int, named=None):
+    """Re-gate stored candidates. With `trust`, each candidate's tier is re-read from its stored
+    source_type under that setting; without, the tier it was given (records made before trust tiers
+    have neither: every source then weighs the same, as it did)."""
+    if trust is not None:
+        tiers = [trust.tier(c.get("source_type")) for c in cands]
+    else:
+        tiers = [int(c["tier"]) if isinstance(c.get("tier"), int) else 2 for c in cands]
+    return apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds, limit,
+                      subject_named=named, tiers=tiers, values=[c.get("values") or [] for c in cands],
+                      current=[c.get("status") != "archived" for c in cands])
+
+
+def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0,
+                  trust: TrustTiers | None = None) -> tuple[list[PassageChange], AnswerChange | None]:
+    """The passage and answer decisions of one (verified) record that change under `thresholds` and
+    the trust tiers `trust` (None: the tiers recorded). A question that asked several things is
+    re-gated part by part, then merged again."""
     cands = rec.get("candidates") or []
     audit_id = str(rec.get("audit_id"))
     query = rec.get("query") if isinstance(rec.get("query"), str) else None
     parts = rec.get("parts")
     if not parts:
-        gated, status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds,
-                                   _evidence_limit(rec))
+        gated, status = _gate(cands, thresholds, trust, _evidence_limit(rec))
         changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
                    for c, g in zip(cands, gated) if c.get("route") != g.route.value]
         if rec.get("status") != status.value:
@@ -123,8 +139,7 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple
     for n, p in enumerate(parts):
         mine = [c for c in cands if c.get("part") == n]
         named = [bool(c.get("subject_named", True)) for c in mine] if any("subject_named" in c for c in mine) else None
-        gated, part_status = apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in mine], thresholds,
-                                        int(p.get("evidence_limit", DEFAULT_EVIDENCE_LIMIT)), subject_named=named)
+        gated, part_status = _gate(mine, thresholds, trust, int(p.get("evidence_limit", DEFAULT_EVIDENCE_LIMIT)), named)
         changes += [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason, n)
                     for c, g in zip(mine, gated) if c.get("route") != g.route.value]
         decisions.append(PartDecision(Part(_part_label(p.get("question"), n), p.get("subject")), part_status))
@@ -140,10 +155,12 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0) -> tuple
 Records = Iterable[tuple[int, dict | None, str | None]] | Iterable[dict]
 
 
-def replay(records: Records, thresholds: GateThresholds, key: bytes | None = None) -> ReplayReport:
+def replay(records: Records, thresholds: GateThresholds, key: bytes | None = None,
+           trust: TrustTiers | None = None) -> ReplayReport:
     """Replay records — `(line, record, error)` triples from `audit.read_records`, or plain
-    dicts — under `thresholds`; verify each record's hash first (HMAC ones with `key`)."""
-    report = ReplayReport(thresholds=thresholds.as_dict())
+    dicts — under `thresholds` and the trust tiers `trust` (None: each record's own); verify each
+    record's hash first (HMAC ones with `key`)."""
+    report = ReplayReport(thresholds=thresholds.as_dict(), trust_tiers=trust.as_dict() if trust else {})
     for n, item in enumerate(records, start=1):
         line, rec, err = item if isinstance(item, tuple) else (n, item, None)
         report.records += 1
@@ -156,7 +173,7 @@ def replay(records: Records, thresholds: GateThresholds, key: bytes | None = Non
             report.invalid.append(InvalidRecord(line, audit_id, problem))
             continue
         try:
-            changes, answer = replay_record(rec, thresholds, line)
+            changes, answer = replay_record(rec, thresholds, line, trust)
         except (KeyError, TypeError, ValueError) as e:
             report.invalid.append(InvalidRecord(line, audit_id, f"malformed record ({type(e).__name__}: {e})"))
             continue
@@ -171,7 +188,13 @@ def replay(records: Records, thresholds: GateThresholds, key: bytes | None = Non
 def format_report(report: ReplayReport, path: str) -> str:
     t = report.thresholds
     lines = [f"replayed {report.replayed} of {report.records} records ({report.passages} passages) from {path}",
-             "thresholds: " + ", ".join(f"{k} {v}" for k, v in t.items()), ""]
+             "thresholds: " + ", ".join(f"{k} {v}" for k, v in t.items())]
+    if report.trust_tiers:
+        tt = report.trust_tiers
+        lines.append("trust tiers: " + ", ".join([f"{k}={v}" for k, v in tt["tiers"].items()] + [f"*={tt['unknown']}"]))
+    else:
+        lines.append("trust tiers: as recorded")
+    lines.append("")
     if report.passage_changes:
         lines.append(f"passages whose route changes ({len(report.passage_changes)}):")
         for c in report.passage_changes:
@@ -206,14 +229,19 @@ def format_report(report: ReplayReport, path: str) -> str:
 @click.option("--contradicts-min", type=float, help="Conflict above this score [env GATE_CONTRADICTS_MIN].")
 @click.option("--relevant-min", type=float, help="Exclude below this relevance [env GATE_RELEVANT_MIN].")
 @click.option("--evidence-min", type=float, help="Evidence above this score [env GATE_EVIDENCE_MIN].")
+@click.option("--trust-tiers", "trust_spec", metavar="SPEC",
+              help="Trust tiers by source_type, 'procedure=3, forum=1, *=2' [env GATE_TRUST_TIERS; "
+                   "default: the tiers each record was decided with].")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--ignore-chain", is_flag=True,
               help="Replay even if the hash chain is broken (each record's own hash is still checked).")
 @click.pass_context
-def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain: bool, **flags: float | None) -> None:
+def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain: bool, trust_spec: str | None,
+               **flags: float | None) -> None:
     """Replay an audit log (JSONL) under new thresholds, without calling the judge.
 
-    Thresholds come from the environment (GATE_EVIDENCE_MIN=0.6 ...) or the flags (flags win).
+    Thresholds come from the environment (GATE_EVIDENCE_MIN=0.6 ...) or the flags (flags win);
+    trust tiers from --trust-tiers or GATE_TRUST_TIERS, else those each record was decided with.
     Lists the passages and answers whose decision would change and the records whose hash does
     not verify; exits 2 if any record fails verification. A log whose hash chain is broken (a
     record edited, removed, reordered or inserted) is refused, exit 2, unless --ignore-chain."""
@@ -229,6 +257,13 @@ def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain
             raise click.BadParameter(f"{v} is not a probability: use a value between 0 and 1",
                                      param_hint=f"--{k.replace('_', '-')}")
     thresholds = replace(thresholds, **given)
+    trust = None
+    spec = trust_spec if trust_spec is not None else settings.gate_trust_tiers
+    if spec is not None:
+        try:
+            trust = TrustTiers.parse(spec)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--trust-tiers") from None
     key = settings.audit_key
     chain = verify_chain(audit_file, key)
     if not chain.ok and not ignore_chain:
@@ -237,7 +272,7 @@ def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain
                    "`sourcegate audit verify` for the details, or pass --ignore-chain to replay the records "
                    "whose own hash verifies", err=True)
         ctx.exit(2)
-    report = replay(read_records(audit_file), thresholds, key)
+    report = replay(read_records(audit_file), thresholds, key, trust)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:

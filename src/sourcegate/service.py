@@ -19,7 +19,9 @@ from .audit import AuditLog, redact_query
 from .inert import inert_markup
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
-from .gate import GateThresholds, Route, Status, apply_gate, guidance
+from .answer import quoted
+from .gate import REASON_DISAGREES_HIGHER, GateThresholds, Route, Status, apply_gate, guidance
+from .stated import stated_values
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
 from .judge_guard import guard_judge
 from .models import Candidate
@@ -124,14 +126,17 @@ class _PartRun:
 
     @property
     def evidence(self) -> list[tuple[Candidate, PassageJudgement]]:
+        """The most trusted first (a lower-tier source is cited after a higher-tier one), then the strongest."""
         ev = [(c, j) for c, j, r, _ in self.final if r is Route.EVIDENCE]
-        ev.sort(key=lambda x: -x[1].scores.contains_answer_evidence)
+        ev.sort(key=lambda x: (-(x[0].tier or 0), -x[1].scores.contains_answer_evidence))
         return ev
 
     @property
     def conflicts(self) -> list[tuple[Candidate, PassageJudgement]]:
+        """Passages that contradict the premise first, then evidence of a lower tier that states another value."""
         cf = [(c, j) for c, j, r, _ in self.final if r is Route.CONFLICT]
-        cf.sort(key=lambda x: -x[1].scores.contradicts_query_premise)
+        cf.sort(key=lambda x: (x[0].gate_reason == REASON_DISAGREES_HIGHER, -(x[0].tier or 0),
+                               -x[1].scores.contradicts_query_premise))
         return cf
 
 
@@ -167,6 +172,7 @@ class SourceGate:
         self.retrieval = RetrievalSettings.from_settings(settings)
         self.retriever = Retriever(self.store, self.embedder, self.retrieval)
         self.thresholds: GateThresholds = settings.thresholds()
+        self.trust = settings.trust_tiers()
         self._known_ids: tuple[float, frozenset[str]] | None = None
 
     @property
@@ -346,11 +352,18 @@ class SourceGate:
         named = None
         if multi and part.subject:
             named = [names_subject(part.subject, c.title, c.heading, c.text, c.doc_id, c.url) for c in candidates]
-        gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
-                                   self.thresholds, limit, subject_named=named)
-        final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
         for c, j in zip(candidates, judgement.results):
             c.quote = j.quote  # the sentence that answers, for the extractive answer
+            c.tier = self.trust.tier(c.source_type)
+            # the values the quoted sentence states, compared between evidence passages by the gate
+            c.values = stated_values(query, (quoted(bq.text, c, 1) or [None])[0]) if j.scores is not None else []
+        gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
+                                   self.thresholds, limit, subject_named=named,
+                                   tiers=[c.tier for c in candidates], values=[c.values for c in candidates],
+                                   current=[c.status != "archived" for c in candidates])
+        final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
+        for c, g in zip(candidates, gated):
+            c.gate_reason = g.reason
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
                         t1 - t0, t2 - t1, t3 - t2)
@@ -383,6 +396,7 @@ class SourceGate:
                       "model": judgement.model,
                       "usage": judgement.usage if not multi else [r.judgement.usage for r in runs]},
             "thresholds": self.thresholds.as_dict(),
+            "trust_tiers": self.trust.as_dict(),
             "retrieval": {
                 "store": type(self.store).__name__, "embedder": self.embedder.id,
                 **{k: getattr(self.retrieval, k) for k in ("dense_pool", "lexical_pool", "min_score", "dense_weight",
@@ -392,6 +406,7 @@ class SourceGate:
             },
             "candidates": [
                 {"id": c.id, "doc_id": c.doc_id, "version": c.version, "status": c.status,
+                 "source_type": c.source_type, "tier": c.tier, "values": c.values or [],
                  "content_hash": c.content_hash, "retrieval_score": c.score,
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -42,6 +42,9 @@ class Settings(BaseSettings):
     gate_relevant_min: float = Field(0.45, validation_alias=_env("GATE_RELEVANT_MIN"))
     gate_evidence_min: float = Field(0.55, validation_alias=_env("GATE_EVIDENCE_MIN"))
     gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
+    # Trust tiers by source_type ("procedure=3, forum=1, *=2"; gate.DEFAULT_TRUST_TIERS): a passage of a
+    # lower tier never outweighs a current higher-tier one that contradicts it (README, "Trust tiers").
+    gate_trust_tiers: str | None = Field(None, validation_alias=_env("GATE_TRUST_TIERS"))
 
     # Retrieval.
     retrieve_dense_pool: int = Field(15, validation_alias=_env("RETRIEVE_DENSE_POOL"))
@@ -163,6 +166,15 @@ class Settings(BaseSettings):
     judge_breaker_failures: int = Field(5, ge=1, validation_alias=_env("JUDGE_BREAKER_FAILURES"))
     judge_breaker_cooldown_s: float = Field(30.0, gt=0, validation_alias=_env("JUDGE_BREAKER_COOLDOWN_S"))
 
+    @field_validator("gate_trust_tiers")
+    @classmethod
+    def _tiers_parse(cls, v):
+        from .gate import TrustTiers
+
+        if v is not None:
+            TrustTiers.parse(v)  # a ValueError names the item that is not TYPE=TIER
+        return v
+
     @model_validator(mode="before")
     @classmethod
     def _keywords_win(cls, data):
@@ -218,6 +230,11 @@ class Settings(BaseSettings):
     @property
     def audit_key(self) -> bytes | None:
         return self.audit_hmac_secret.encode("utf-8") if self.audit_hmac_secret else None
+
+    def trust_tiers(self):
+        from .gate import TrustTiers
+
+        return TrustTiers.parse(self.gate_trust_tiers)
 
     def thresholds(self):
         from .gate import GateThresholds
