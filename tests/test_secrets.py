@@ -99,7 +99,8 @@ def test_marker_secrets_stay_out_of_the_cli(tmp_path, monkeypatch):
             (tmp_path / "in.jsonl").write_text(json.dumps({"query": Q, "text": "Grease every 2,000 h."}) + "\n")
             r = CliRunner().invoke(cli, args)
             outputs.append(r.output + (r.stderr or ""))
-            assert r.exit_code == 0, r.output
+            # The service rejects the key, so the answers are degraded: `ask` exits 3 for them.
+            assert r.exit_code == (3 if "ask" in args else 0), r.output
     for text in outputs:
         assert not _leaks(text), text[-1500:]
     assert '"degraded": true' in outputs[0]

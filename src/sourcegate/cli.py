@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 from pathlib import Path
 
 import click
@@ -12,6 +13,8 @@ from .settings import Settings
 from .tables import format_table
 
 DEMO_DIR = Path(__file__).parent / "demo"
+# `ask` exits with this code when its answer is degraded (the judge was unavailable).
+EXIT_DEGRADED = 3
 
 # Column headers of the five gate questions in tables.
 QUESTION_LABELS = {"is_relevant": "relevant", "contains_answer_evidence": "evidence",
@@ -39,8 +42,41 @@ def _library(settings: Settings, *, require_documents: bool = True):
     return open_library(settings, embedder.id, embedder.dim, require_documents=require_documents)
 
 
+def check_judge(settings: Settings) -> None:
+    """A hosted or model judge set up without its variables ends the command with one line naming
+    the variable, before any question is asked: otherwise every question would come back as a
+    degraded abstention that says nothing about the documents."""
+    if settings.judge == "typesafe":
+        if not (settings.typesafe_api_key or "").strip():
+            raise click.ClickException("the typesafe judge needs TYPESAFE_API_KEY: set it, or choose another judge "
+                                       "with --judge local (SOURCEGATE_JUDGE)")
+        if not (settings.typesafe_model or "").strip():
+            raise click.ClickException("the typesafe judge needs TYPESAFE_MODEL: set it to a pinned version such as "
+                                       "jev-1.13.0")
+    elif settings.judge == "llm":
+        url = (settings.llm_judge_base_url or "").strip()
+        if not url:
+            raise click.ClickException("the llm judge needs LLM_JUDGE_BASE_URL: an OpenAI-compatible endpoint "
+                                       "(http://localhost:11434/v1) or gguf:/path/model.gguf")
+        if url.startswith("gguf:"):
+            if not Path(url[len("gguf:"):]).expanduser().is_file():
+                raise click.ClickException(f"LLM_JUDGE_BASE_URL: no model file at {url[len('gguf:'):]}")
+        elif not (settings.llm_judge_model or "").strip():
+            raise click.ClickException("the llm judge needs LLM_JUDGE_MODEL: a model name the endpoint serves")
+    elif settings.judge == "recorded" and not settings.recorded_scores_path:
+        raise click.ClickException("the recorded judge needs SOURCEGATE_RECORDED_SCORES=path/to/scores.jsonl")
+
+
+def eval_audit_settings(settings: Settings) -> Settings:
+    """The settings `eval` and `tune` answer under: their questions are a test, not users' questions,
+    so they are recorded in their own log beside the audit log (`audit.jsonl` -> `audit.eval.jsonl`)."""
+    path = settings.audit_path
+    return settings.model_copy(update={"audit_log_path": path.with_name(f"{path.stem}.eval{path.suffix or '.jsonl'}")})
+
+
 def _library_gate(settings: Settings, **kw):
     """A SourceGate on the settings' library, refused when the library holds nothing."""
+    check_judge(settings)
     store = _library(settings)
     try:
         return _gate(settings, store=store, **kw)
@@ -200,9 +236,24 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_syml
     """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports) into the
     index (--store, else HOME/index.db)."""
     settings = _settings(ctx)
+    missing = [p for p in paths if not p.exists() and not p.is_symlink()]
+    if len(missing) == len(paths):  # nothing to read: refused before any index is created
+        for p in missing:
+            click.echo(f"failed: {p}: no such file or directory", err=True)
+        raise click.ClickException("nothing to ingest: " + ", ".join(str(p) for p in missing)
+                                   + (" does not exist" if len(missing) == 1 else " do not exist"))
     _library(settings, require_documents=False).close()  # a wrong URL fails before any parsing
     report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
     click.echo(report.summary())
+    for doc_id, path in report.vanished:
+        click.echo(f"vanished: {doc_id}: {path} is gone, but the document is still indexed and answerable", err=True)
+    if report.vanished:
+        from .library import _command
+
+        n = len(report.vanished)
+        again = _command(settings, "ingest", *(shlex.quote(str(p)) for p in paths), "--prune")
+        click.echo(f"{n} indexed document{'s' if n > 1 else ''} no longer found under the given paths: "
+                   f"run `{again}` to remove {'them' if n > 1 else 'it'}", err=True)
     if report.interrupted_by is not None:
         ctx.exit(128 + report.interrupted_by)
     if report.failed:
@@ -349,6 +400,8 @@ def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> No
         click.echo(r.model_dump_json(indent=2))
     else:
         click.echo(format_result(r))
+    if r.degraded:  # the judge could not judge: this abstention says nothing about the documents
+        ctx.exit(EXIT_DEGRADED)
 
 
 def _undecodable(text: str) -> str | None:
@@ -385,6 +438,7 @@ def demo(ctx: click.Context) -> None:
     from .evaluation.runner import FAILURE_TEXT, metrics
 
     s = _settings(ctx)
+    check_judge(s)
     ensure_demo_corpus(s)
     cases = load_cases(DEMO_DIR / "questions.jsonl")
     gate = _gate(s)
@@ -464,7 +518,7 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
         cases = load_cases(file)
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    gate = _library_gate(_settings(ctx))
+    gate = _library_gate(eval_audit_settings(_settings(ctx)))
     try:
         results = _run_with_progress(gate, cases)
     finally:
@@ -512,7 +566,11 @@ def judge(ctx: click.Context, file, as_json: bool) -> None:
     from .models import QUESTIONS
 
     s = _settings(ctx)
-    j = make_judge(s)
+    check_judge(s)
+    try:
+        j = make_judge(s)
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
     rows: list[list[str]] = []
     for n, line in enumerate(file, start=1):
         if not line.strip():
@@ -549,6 +607,7 @@ def serve(ctx: click.Context, host: str, port: int) -> None:
     """Serve MCP (Streamable HTTP at /mcp), REST (/v1/ask), the web page (/), /healthz and /metrics."""
     from .server.app import serve as run_server
 
+    check_judge(_settings(ctx))
     _check_writer(_settings(ctx))
     _library(_settings(ctx)).close()
     run_server(_settings(ctx), host=host, port=port)
@@ -562,6 +621,7 @@ def mcp(ctx: click.Context, stdio: bool) -> None:
     over HTTP at /mcp)."""
     from .server.mcp_tool import run_stdio
 
+    check_judge(_settings(ctx))
     _check_writer(_settings(ctx))
     _library(_settings(ctx)).close()
     run_stdio(_settings(ctx))

@@ -207,7 +207,10 @@ class SourceGate:
             judge = self.judge
             judgement = judge.judge(query, inputs)
         except Exception as e:  # a judge that is down fails closed, never open
-            log.warning("judge failed: %s", type(e).__name__)
+            # A configuration fault (a missing variable, a missing scores file) is named; other
+            # messages may carry what a remote service sent back, so only the type is logged.
+            detail = f": {' '.join(str(e).split())[:300]}" if isinstance(e, (ValueError, FileNotFoundError)) else ""
+            log.warning("judge failed: %s%s", type(e).__name__, detail)
             name = getattr(judge, "name", self.settings.judge)
             return Judgement(model=f"{name}:unavailable",
                              results=[PassageJudgement(c.id, None, f"judge unavailable: {type(e).__name__}") for c in candidates])

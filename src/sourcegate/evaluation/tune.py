@@ -388,13 +388,16 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
         except (ValueError, KeyError, TypeError) as e:
             raise click.ClickException(f"{scores_path}: {e}") from None
     else:
+        from ..cli import check_judge, eval_audit_settings
         from ..embed import get_embedder
         from ..library import open_library
         from ..service import SourceGate
         from .runner import run_eval
 
+        check_judge(settings)
         embedder = get_embedder(settings.embedder)
-        gate = SourceGate(settings, store=open_library(settings, embedder.id, embedder.dim), embedder=embedder)
+        gate = SourceGate(eval_audit_settings(settings), store=open_library(settings, embedder.id, embedder.dim),
+                          embedder=embedder)
         try:
             results = run_eval(gate, cases)
         finally:

@@ -43,6 +43,12 @@ class IngestReport:
     # The signal that stopped the run early (every document written is whole; the rest is
     # picked up by the next ingest), or None.
     interrupted_by: int | None = None
+    # Indexed documents whose file is no longer under the given paths, left in the index (and
+    # still answerable) because the run was not given --prune: (document id, former path).
+    vanished: list[tuple[str, str]] = field(default_factory=list)
+    # Documents whose passages' twins (near-copies for another product, platform or version)
+    # changed with this run and were rewritten with them.
+    twins_rewritten: int = 0
 
     def summary(self) -> str:
         text = (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
@@ -382,6 +388,13 @@ class Ingestor:
             return report
         if prune:
             report.removed = self._prune(roots, seen_ids, failed_paths)
+        else:
+            report.vanished = [(rec.id, rec.source_path) for rec in self._gone(roots, seen_ids, failed_paths)]
+        if (report.added or report.updated or report.removed) and not self._stop.is_set():
+            # twins depend on the whole library: recomputed whenever a document came or went
+            from ..twins import refresh_twins
+
+            report.twins_rewritten = refresh_twins(self.store)
         return report
 
     def _flush(self, pending: list[tuple[Document, list[Chunk], str]], report: IngestReport, final: bool = False) -> None:
@@ -483,10 +496,18 @@ class Ingestor:
                 report.updated += 1
 
     def _prune(self, roots: list[Path], seen_ids: dict[str, str], failed_paths: set[str]) -> int:
+        removed = 0
+        for rec in self._gone(roots, seen_ids, failed_paths):
+            if self.store.delete_document(rec.id):
+                removed += 1
+        return removed
+
+    def _gone(self, roots: list[Path], seen_ids: dict[str, str], failed_paths: set[str]) -> list:
+        """Indexed documents that came from under the given paths and were not found this run."""
         # Paths are stored as found under the root (absolute, links not resolved); older
         # indexes stored them resolved: both forms of each root are compared.
         bases = {p for r in roots for p in (Path(os.path.abspath(r)), Path(r).resolve())}
-        removed = 0
+        gone = []
         for rec in self.store.list_documents():
             if rec.id in seen_ids or not rec.source_path:
                 continue
@@ -494,6 +515,5 @@ class Ingestor:
             if str(src) in failed_paths:  # a file that failed to parse this time is not gone
                 continue
             if any(src == r or r in src.parents for r in bases):
-                if self.store.delete_document(rec.id):
-                    removed += 1
-        return removed
+                gone.append(rec)
+        return gone
