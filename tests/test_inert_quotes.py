@@ -57,9 +57,10 @@ def test_answer_tool_text_and_page_data_hold_no_live_markup(library_settings):
     gate.close()
     assert data["status"] == "answer_from_evidence"
     answer = data["answer"]
-    # The quoted sentence is still there, word for word, its link and image shown as text.
-    assert "see [the grease chart\\](http://evil.example/track)" in answer
-    assert "!\\[diagram\\](http://evil.example/pixel.png?c=1)" in answer and "\\<img src=x" in answer
+    # The quoted sentence is still there, word for word, its link and image shown as text (the URLs
+    # in code spans, which no renderer links).
+    assert "see [the grease chart\\](`http://evil.example/track`)" in answer
+    assert "!\\[diagram\\](`http://evil.example/pixel.png?c=1`)" in answer and "\\<img src=x" in answer
     assert _live_markup(answer) == []
     urls = {p["doc_id"]: p["url"] for p in data["evidence"]}
     assert urls.get("KB-P900", "absent") is None and urls.get("KB-P900-2") == "https://docs.example/p900"

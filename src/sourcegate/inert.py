@@ -1,28 +1,107 @@
-"""Passages are data, not markup. A document can hold a Markdown link or image, raw HTML or a
-`javascript:` URL; an agent or chat client that renders an answer as Markdown would turn a quoted
-image into a request to its server (a way to leak the conversation) and a link into something to
-click. Here they stay text: Markdown's own escapes keep every character visible, and a URL is
-kept only when it is http(s).
+"""Passages are data, not markup. A document can hold a Markdown link or image, raw HTML, a bare URL
+or a `javascript:` URL; an agent or chat client that renders an answer as Markdown would turn a
+quoted image into a request to its server (a way to leak the conversation) and a link into
+something to click. Here they stay text:
+
+- `inert_markup` escapes what opens a link, an image, an autolink or HTML (`](`, `]:`, `![`, `<`),
+  every backslash that would escape the next character (so `\\](` cannot turn an escape back into
+  a live link) and every backtick (so no code span can be opened around the escapes), and puts
+  anything a linkifier would turn into a link (`scheme://...`, `www.`, `user@host`, `name.tld`) in a
+  code span, where no renderer makes links. Rendered as CommonMark or GFM (auto-links on), the text
+  reads as it was written and holds no link, image or HTML (`tests/test_inert_render.py`).
+- `visible_text` removes what a reader cannot see but a renderer obeys: control characters (NUL
+  included), bidirectional overrides and isolates (a title stored "gnitset" behind U+202E displays
+  "testing"), zero-width characters and the other format characters (tag characters can hide text
+  from a person while an agent reads it).
+
+A URL is kept as a citation's `url` only when it is http(s) (`safe_url`).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from urllib.parse import urlsplit
 
 # `](` opens an inline link or image's destination, `]:` a reference definition (without one, a
 # `[label]` is plain text, so citations such as `[1]` keep their shape), `![` an image, `<` an
-# autolink or an HTML tag.
-_MARKUP = re.compile(r"\]\(|\]:|!\[|<")
-_ESCAPED = {"](": "\\](", "]:": "\\]:", "![": "!\\[", "<": "\\<"}
+# autolink or an HTML tag, a backtick a code span; a backslash before ASCII punctuation escapes it,
+# so it is escaped itself (one `\\` renders as the backslash that was written), and so is one that
+# ends a piece of text (a code span may follow).
+_MARKUP = re.compile(r"\]\(|\]:|!\[|<|`|\\(?=[!-/:-@\[-`{-~]|$)")
+_ESCAPED = {"](": "\\](", "]:": "\\]:", "![": "!\\[", "<": "\\<", "`": "\\`", "\\": "\\\\"}
+
+# What a linkifier (GFM's extended autolinks, markdown-it's linkify with fuzzy links and e-mails)
+# may turn into a link: a scheme followed by `//` (also `//host`), `www.`, an `@` between two
+# word characters, or a dot between a word character and two letters (`p200.md`, `evil.example`).
+_LINKABLE = re.compile(r"://|^//|(?i:www)\.|[^\W_]@[^\W_]|[^\W_][.．。｡][^\W\d_]{2}")
+_WORD = re.compile(r"\S+")
+_TRAIL = ")]}>\"'.,;:!?*_~"
+
+# Unicode format characters (category Cf: bidi controls, zero-width space and joiners, word joiner,
+# BOM, soft hyphen, tag characters) and control characters (Cc) other than tab and newline.
+_INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def _invisible(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cf"
+
+
+def visible_text(text: str | None) -> str | None:
+    """`text` without control characters (but tab and newline), bidirectional controls, zero-width
+    and other invisible format characters; a carriage return or a line or paragraph separator
+    becomes a newline. What remains is what a person sees and what an agent reads."""
+    if not text:
+        return text
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u2028", "\n").replace("\u2029", "\n")
+    text = _INVISIBLE.sub("", text)
+    if text.isascii():
+        return text
+    return "".join(ch for ch in text if not _invisible(ch))
+
+
+def _escape(text: str) -> str:
+    return _MARKUP.sub(lambda m: _ESCAPED[m.group(0)], text)
+
+
+def _code_span(text: str) -> str:
+    """`text` as a CommonMark code span: a fence one backtick longer than any run inside, padded
+    with a space where the text starts or ends with a backtick or a space."""
+    longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text[0] in "` " or text[-1] in "` " else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _inert_word(word: str) -> str:
+    m = _LINKABLE.search(word)
+    if not m:
+        return _escape(word)
+    # The code span starts where the URL does (its scheme, host or user name) and ends before the
+    # punctuation after it; the text around stays text.
+    start = m.start()
+    while start > 0 and (word[start - 1].isalnum() or word[start - 1] in ".+-%@"):
+        start -= 1
+    end = len(word)
+    while end > m.end() and word[end - 1] in _TRAIL:
+        end -= 1
+    return _escape(word[:start]) + _code_span(word[start:end]) + _escape(word[end:])
 
 
 def inert_markup(text: str | None) -> str | None:
-    """`text` with Markdown links, images, autolinks and HTML made inert (shown as text when
-    rendered as Markdown)."""
+    """`text` with Markdown links, images, autolinks, HTML and auto-linked URLs made inert (shown as
+    text when rendered as Markdown), and invisible characters removed (`visible_text`)."""
+    text = visible_text(text)
     if not text:
         return text
-    return _MARKUP.sub(lambda m: _ESCAPED[m.group(0)], text)
+    out: list[str] = []
+    pos = 0
+    for m in _WORD.finditer(text):
+        out.append(text[pos:m.start()])
+        out.append(_inert_word(m.group(0)))
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def safe_url(url: str | None) -> str | None:

