@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
 from .answer import Writer, WrittenAnswer, assemble_parts
 from .audit import AuditLog, redact_query
-from .inert import inert_markup
+from .inert import inert_markup, visible_text
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
 from .answer import quoted
@@ -46,6 +46,9 @@ class PassageOut(BaseModel):
     version: str | None = None
     scores: dict[str, float]
 
+    # What a person or an agent is shown holds no invisible characters (bidi overrides, NUL, ...).
+    _visible = field_validator("doc_id", "title", "text", "version", mode="before")(lambda v: visible_text(v))
+
 
 class ExcludedOut(BaseModel):
     id: str
@@ -53,6 +56,8 @@ class ExcludedOut(BaseModel):
     title: str | None = None
     reason: str
     scores: dict[str, float] | None = None
+
+    _visible = field_validator("doc_id", "title", mode="before")(lambda v: visible_text(v))
 
 
 # Outcomes of a writer attempt in which the request never reached the endpoint.
