@@ -132,7 +132,43 @@ def test_replay_refuses_a_broken_chain_unless_told(log_path):
     assert r.exit_code == 2 and "BROKEN at line 4" in r.output and "--ignore-chain" in r.output
     assert "replayed" not in r.output
     r = CliRunner().invoke(cli, ["replay", str(log_path), "--ignore-chain"])
-    assert r.exit_code == 0 and "replayed 5 of 5 records" in r.output
+    # Replayed, but the break is said and the exit code says it too.
+    assert r.exit_code == 2 and "replayed 5 of 5 records" in r.output and "BROKEN at line 4" in r.output
+
+
+def test_replay_ignoring_the_chain_still_names_an_edited_resealed_record(log_path):
+    # An unkeyed record edited and resealed verifies on its own: only the chain shows it.
+    lines = _lines(log_path)
+    rec = json.loads(lines[2])
+    rec["status"] = "insufficient_evidence"
+    lines[2] = canonical_json(seal(rec)).encode()
+    _rewrite(log_path, lines)
+    r = CliRunner().invoke(cli, ["replay", str(log_path), "--ignore-chain"])
+    assert r.exit_code == 2, r.output
+    assert "BROKEN at line 4" in r.output and "hash chain" in r.output and "is broken" in r.output
+    r = CliRunner().invoke(cli, ["replay", str(log_path), "--ignore-chain", "--json"])
+    assert r.exit_code == 2 and '"ok": false' in r.output
+
+
+def test_with_a_key_every_record_must_be_keyed(tmp_path):
+    # A log rewritten (or written) without the key does not verify under the key, and replay refuses it.
+    path = tmp_path / "audit.jsonl"
+    _write_log(path)
+    r = _verify(path, key=KEY.decode())
+    assert r.exit_code == 2 and "BROKEN at line 1 (a0)" in r.output and "plain SHA-256" in r.output
+    assert "intact" not in r.output
+    r = CliRunner().invoke(cli, ["replay", str(path)], env={"AUDIT_HMAC_KEY": KEY.decode()})
+    assert r.exit_code == 2 and "refusing to replay" in r.output
+    # A forged plain-SHA-256 record appended to a live keyed log is named at its line.
+    keyed = tmp_path / "keyed.jsonl"
+    _write_log(keyed, n=3, key=KEY)
+    lines = _lines(keyed)
+    last = json.loads(lines[-1])
+    forged = seal({"audit_id": "forged", "status": "answer_from_evidence", "seq": last["seq"] + 1,
+                   PREV_FIELD: "sha256:" + __import__("hashlib").sha256(lines[-1]).hexdigest()})
+    _rewrite(keyed, lines + [canonical_json(forged).encode()])
+    r = _verify(keyed, key=KEY.decode())
+    assert r.exit_code == 2 and "BROKEN at line 4 (forged)" in r.output and "plain SHA-256" in r.output
 
 
 def test_a_keyed_chain_cannot_be_resealed_without_the_key(tmp_path):

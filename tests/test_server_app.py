@@ -161,3 +161,22 @@ def test_mcp_rejects_unknown_host_headers(tmp_path):
     with TestClient(create_app(settings, gate), base_url="https://agents.example.org") as client:
         assert client.post("/mcp", json=body, headers=headers).status_code == 200
     gate.close()
+
+
+def test_a_forged_unkeyed_record_in_a_keyed_log_is_not_verified(tmp_path):
+    from sourcegate.audit import canonical_json, seal
+
+    settings = make_settings(tmp_path / "audit.jsonl", mcp_api_key=KEY, audit_hmac_secret="server-key")
+    gate = make_gate(settings)
+    with TestClient(create_app(settings, gate)) as client:
+        data = client.post("/v1/ask", json={"query": Q}, headers={"x-api-key": KEY}).json()
+        r = client.get(f"/v1/audit/{data['audit_id']}", headers={"x-api-key": KEY})
+        assert r.status_code == 200 and r.headers["x-audit-verified"] == "true"
+        # Someone who can write the file, without the key, appends a record sealed with plain SHA-256.
+        forged = seal({"audit_id": "f" * 32, "status": "answer_from_evidence", "answer": "forged"})
+        with open(settings.audit_path, "a", encoding="utf-8") as f:
+            f.write(canonical_json(forged) + "\n")
+        r = client.get("/v1/audit/" + "f" * 32, headers={"x-api-key": KEY})
+        assert r.status_code == 200 and r.json()["answer"] == "forged"
+        assert r.headers["x-audit-verified"] == "false"
+    gate.close()

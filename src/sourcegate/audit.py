@@ -72,6 +72,10 @@ def hash_problem(record: dict, key: bytes | None = None) -> str | None:
         if not key:
             return f"{HASH_FIELD} is keyed (HMAC): set AUDIT_HMAC_KEY to verify it"
         ok = hmac.compare_digest(stored, record_hash(record, key))
+    elif key:
+        # With a key every record is keyed: a plain hash is what anyone without the key can write.
+        return (f"{HASH_FIELD} is plain SHA-256 while AUDIT_HMAC_KEY is set: the record was written "
+                "or rewritten without the key")
     else:
         ok = stored == record_hash(record)
     return None if ok else f"{HASH_FIELD} does not match: the record was edited"
@@ -342,7 +346,6 @@ def verify_chain(path: str | Path, key: bytes | None = None, anchor: str | None 
     report = ChainReport(path=str(path), anchor=anchor)
     prev_raw: bytes | None = None
     prev_seq: int | None = None
-    seen_keyed = False
     ids: dict[str, int] = {}
     anchor_seen = False
     for n, _, raw in iter_lines(path):
@@ -363,9 +366,6 @@ def verify_chain(path: str | Path, key: bytes | None = None, anchor: str | None 
         stored = rec.get(HASH_FIELD)
         if isinstance(stored, str) and stored.startswith(HMAC_PREFIX):
             report.keyed += 1
-            seen_keyed = True
-        elif seen_keyed and key:
-            problem = problem or "an unkeyed record after keyed ones: written without the key (inserted?)"
         if anchor and stored == anchor:
             anchor_seen = True
         if PREV_FIELD not in rec:

@@ -272,10 +272,18 @@ def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain
                    "`sourcegate audit verify` for the details, or pass --ignore-chain to replay the records "
                    "whose own hash verifies", err=True)
         ctx.exit(2)
+    if not chain.ok:
+        # Replayed anyway: the break is said first, and the exit code still says it (a record
+        # edited and resealed verifies on its own; only the chain shows it).
+        click.echo(format_chain_report(chain, key is not None), err=True)
+        click.echo(f"warning: the hash chain of {audit_file} is broken (see above): records that verify on their "
+                   "own are replayed, but the log is not what was written", err=True)
     report = replay(read_records(audit_file), thresholds, key, trust)
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        data = report.to_json()
+        data["chain"] = chain.to_json()
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         click.echo(format_report(report, str(audit_file)))
-    if not report.ok:
+    if not report.ok or not chain.ok:
         ctx.exit(2)
