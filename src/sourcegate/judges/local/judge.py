@@ -212,6 +212,7 @@ class LocalJudge:
         readings = self._reader_stage(query, q, passages, base, infos)
         self._polar_stage(q, base, readings, infos)
         _other_unit_stage(q, base, infos)
+        _twin_stage(q, base, passages, w)
         for k, b in base.items():
             p = passages[k]
             try:
@@ -372,6 +373,21 @@ def _other_unit_stage(q, base: dict, infos: dict) -> None:
         pids = set(infos[k].ids)
         if pids and not (qids & pids) and any(_ids_similar(i, j) for i in qids for j in pids):
             b["evi"] = min(b["evi"], OTHER_UNIT_EVIDENCE_MAX)
+            b["quote"] = None
+
+
+def _twin_stage(q, base: dict, passages: list[JudgeInput], w: Weights) -> None:
+    """A passage whose twin in the library (a near-copy for another product, platform or version, found
+    at ingest) is the one the question names is neither evidence nor a contradiction: the question names
+    a term that tells the twin apart and none of the passage's own."""
+    from ...twins import twin_named
+
+    for k, b in base.items():
+        pf = passages[k].passage_features
+        twins = pf.get("twins") if isinstance(pf, dict) else None
+        if twins and twin_named(q.text, twins) is not None:
+            b["evi"] = min(b["evi"], OTHER_UNIT_EVIDENCE_MAX)
+            b["con"] = min(b["con"], w.heads["con"].no_premise_p)
             b["quote"] = None
 
 
