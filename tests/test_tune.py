@@ -181,3 +181,96 @@ def test_vectorised_expected_source_check_follows_the_evidence_cap():
     wide = Replayer([r], EvidenceLimits(single=8))
     assert wide.score(t)["accuracy"] == 1.0
     assert rep.score(t) == summary(rep.replay(t)) and wide.score(t) == summary(wide.replay(t))
+
+
+def harmful_shape() -> list[CaseResult]:
+    """30 questions shaped like a newcomer's file where an unconstrained fit switched answers off:
+    two current manuals whose passages score 0.05 on is_superseded, an archived revision that leaks
+    at 0.04, an imperative spill procedure at 0.12 on injection and a forum note that leaks at 0.11."""
+    out = []
+    for i in range(10):
+        doc = "MANUAL-A" if i % 2 else "MANUAL-B"
+        out.append(_result(EvalCase(f"how do I set up unit M-{i}?", "answer_from_evidence", [doc], ["PUMP-R1"], "factual"),
+                           [(doc, _scores(ev=0.85, sup=0.05)), ("OTHER", _scores(rel=0.5, ev=0.1))]))
+    for i in range(4):
+        cands = [("SPILL", _scores(ev=0.8, inj=0.12))] + ([("FORUM", _scores(ev=0.9, inj=0.11))] if i < 3 else [])
+        out.append(_result(EvalCase(f"what do I do after spill {i}?", "answer_from_evidence", ["SPILL"], ["FORUM"],
+                                    "factual"), cands))
+    for i in range(4):
+        out.append(_result(EvalCase(f"how often do I grease pump P-{i}?", "answer_from_evidence", ["PUMP-R2"],
+                                    ["PUMP-R1"], "factual"),
+                           [("PUMP-R2", _scores(ev=0.8, sup=0.01)), ("PUMP-R1", _scores(ev=0.9, sup=0.04))]))
+    for i in range(4):
+        out.append(_result(EvalCase(f"unit M-{i} needs oil daily, which oil?", "premise_conflict", ["MANUAL-A"], [],
+                                    "false_premise"), [("MANUAL-A", _scores(ev=0.3, con=0.8, sup=0.05))]))
+    for i in range(8):
+        out.append(_result(EvalCase(f"what is the budget of site {i}?", "insufficient_evidence", [], [], "absent"),
+                           [("MANUAL-B", _scores(rel=0.6, ev=0.2, sup=0.05))]))
+    return out
+
+
+def test_tune_never_excludes_an_expected_source_nor_switches_answers_off():
+    from sourcegate.evaluation.tune import _coordinate_search
+
+    results = harmful_shape()
+    assert len(results) == 30
+    current = GateThresholds()
+    rep = Replayer(results)
+    manual_cases = [i for i, r in enumerate(results) if r.case.expected_sources[:1] in (["MANUAL-A"], ["MANUAL-B"])
+                    and r.case.expected_status == "answer_from_evidence"]
+    # The shape has teeth: a search free to move the exclusion thresholds removes the leaks by
+    # excluding the current manuals as superseded (and the spill procedure as an injection).
+    free = _coordinate_search(rep, current, current, 0.0, bounds={})
+    assert free.superseded_max < 0.05 and free.injection_max < 0.12
+    assert all(rep.replay(free)[i].status == "insufficient_evidence" for i in manual_cases)
+
+    res = tune(results, current, max_unsafe_rate=0.0, cv_folds=5)
+    assert res.bounds["superseded_max>="] == 0.05 and res.bounds["injection_max>="] == 0.12
+    for row in res.table:  # no setting in the table excludes an expected source
+        assert row.thresholds.superseded_max >= 0.05 and row.thresholds.injection_max >= 0.12, row
+        assert row.held_out is not None and {"accuracy", "unsafe_answers", "abstentions"} <= set(row.held_out)
+    if res.suggested is not None:
+        replayed = Replayer(results).replay(res.suggested)
+        assert all(replayed[i].status == "answer_from_evidence" and replayed[i].correct for i in manual_cases)
+        row = next(r for r in res.table if r.thresholds == res.suggested)
+        assert row.held_out["accuracy"] >= res.table[0].held_out["accuracy"]
+        assert row.held_out["unsafe_answers"] <= res.table[0].held_out["unsafe_answers"]
+    else:
+        assert "held-out" in res.refusal
+
+
+def test_tune_refuses_to_suggest_on_a_small_file():
+    results = synthetic_results()[:12]
+    res = tune(results, WRONG, max_unsafe_rate=0.0, cv_folds=2)
+    assert res.suggested is None and "only 12 cases" in res.refusal
+
+
+def test_tune_cmd_prints_the_tradeoff_before_any_setting(tmp_path: Path, monkeypatch):
+    for k in ("GATE_INJECTION_MAX", "GATE_SUPERSEDED_MAX", "GATE_CONTRADICTS_MIN", "GATE_RELEVANT_MIN", "GATE_EVIDENCE_MIN"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.chdir(tmp_path)
+    for name, results in (("harmful", harmful_shape()), ("small", synthetic_results()[:12]),
+                          ("wrong", synthetic_results())):
+        cases = tmp_path / f"{name}.jsonl"
+        cases.write_text("".join(json.dumps({"query": r.case.query, "expected_status": r.case.expected_status,
+                                             "expected_sources": r.case.expected_sources,
+                                             "forbidden_sources": r.case.forbidden_sources}) + "\n"
+                                 for r in results), encoding="utf-8")
+        scores = tmp_path / f"{name}.json"
+        scores.write_text(json.dumps({"cases": [r.to_json() for r in results]}), encoding="utf-8")
+        env = {"GATE_EVIDENCE_MIN": "0.7", "GATE_INJECTION_MAX": "0.9"} if name == "wrong" else {}
+        out = CliRunner().invoke(tune_cmd, [str(cases), "--scores", str(scores), "--folds", "2"], env=env)
+        assert out.exit_code == 0, out.output
+        lines = out.stdout.splitlines()
+        table_at = next(i for i, line in enumerate(lines) if line.startswith("setting "))
+        assert lines[table_at + 2].startswith("current ")
+        gate_lines = [i for i, line in enumerate(lines) if line.startswith("GATE_")]
+        if name == "small":
+            assert not gate_lines and any(line.startswith("no change suggested: only 12 cases") for line in lines)
+        elif name == "wrong":
+            assert len(gate_lines) == 5 and min(gate_lines) > table_at
+            assert any(line.startswith("suggested (") for line in lines)
+        else:
+            env_lines = dict(lines[i].split("=") for i in gate_lines)
+            assert float(env_lines.get("GATE_SUPERSEDED_MAX", "0.7")) >= 0.05
+            assert float(env_lines.get("GATE_INJECTION_MAX", "0.7")) >= 0.12

@@ -8,6 +8,18 @@ Objective: maximise CRAG-style truthfulness (+1 right, 0 abstained, -1 wrong: a 
 answer or conflict citing none of the expected sources, or a forbidden source used) under a cap on
 the share of unsafe answers; ties go to the source-checked accuracy, then to the setting closest to
 the current one (a tuned threshold should not move without a reason).
+
+What keeps a fit from switching answers off:
+
+- the exclusion thresholds never exclude an expected source of the file: `injection_max` and
+  `superseded_max` stay at or above, and `relevant_min` at or below, the scores of each expected
+  document's best passage (unless the current setting is already stricter);
+- every setting is scored on held-out questions (k-fold: thresholds fitted without a case score
+  it) beside the current one, in a trade-off table (accuracy, unsafe answers, abstentions), for
+  several caps on unsafe answers;
+- a setting is suggested only when its held-out figures are no worse than the current ones on
+  accuracy and on unsafe answers, and better on one of them; and never on a file of fewer than
+  `MIN_CASES` questions.
 """
 
 from __future__ import annotations
@@ -39,6 +51,13 @@ THRESHOLD_QUESTION: dict[str, str] = {
 }
 GRID: tuple[float, ...] = tuple(round(float(x), 2) for x in np.arange(0.02, 0.99, 0.02))
 SMALL_SET = 100
+# Below this many questions no setting is suggested: held-out folds of a handful of cases say nothing.
+MIN_CASES = 20
+# Caps on the share of unsafe answers the trade-off table fits thresholds under (with the one asked for).
+TABLE_CAPS: tuple[float, ...] = (0.0, 0.05, 0.1, 0.2, 1.0)
+# The exclusion thresholds and the side an expected source must stay on.
+_EXCLUDE_MAX = {"injection_max": "contains_prompt_injection", "superseded_max": "is_superseded"}
+_EXCLUDE_MIN = {"relevant_min": "is_relevant"}
 # Column order of the score matrix: the order `gate.route()` checks the questions in is not this one.
 _ORDER: tuple[str, ...] = ("is_relevant", "contains_answer_evidence", "contradicts_query_premise",
                            "contains_prompt_injection", "is_superseded")
@@ -152,10 +171,12 @@ class Replayer:
         unsupported = self._has_sources & ((answered & ~ev_hit) | (conflicted & ~cf_hit))
         status_ok = status == self._expected
         correct = status_ok & ~unsupported & ~leak
-        truth = np.where(correct, 1, np.where(status == STATUS_CODE["insufficient_evidence"], 0, -1))
+        abstained = status == STATUS_CODE["insufficient_evidence"]
+        truth = np.where(correct, 1, np.where(abstained, 0, -1))
         unsafe = int((truth < 0).sum())
         return {"cases": n, "accuracy": round(float(correct.mean()), 4), "status_accuracy": round(float(status_ok.mean()), 4),
-                "truthfulness": round(float(truth.mean()), 4), "unsafe_answers": unsafe, "unsafe_rate": round(unsafe / n, 4)}
+                "truthfulness": round(float(truth.mean()), 4), "unsafe_answers": unsafe, "unsafe_rate": round(unsafe / n, 4),
+                "abstentions": int(abstained.sum())}
 
 
 def summary(results: list[CaseResult]) -> dict[str, float]:
@@ -164,7 +185,7 @@ def summary(results: list[CaseResult]) -> dict[str, float]:
     n = len(results)
     if not n:
         return {"cases": 0, "accuracy": 0.0, "status_accuracy": 0.0, "truthfulness": 0.0, "unsafe_answers": 0,
-                "unsafe_rate": 0.0}
+                "unsafe_rate": 0.0, "abstentions": 0}
     truth = [r.truthfulness() for r in results]
     unsafe = sum(1 for x in truth if x < 0)
     return {
@@ -174,10 +195,27 @@ def summary(results: list[CaseResult]) -> dict[str, float]:
         "truthfulness": round(float(np.mean(truth)), 4),
         "unsafe_answers": unsafe,
         "unsafe_rate": round(unsafe / n, 4),
+        "abstentions": sum(1 for r in results if r.status == "insufficient_evidence"),
     }
 
 
 # -- search ---------------------------------------------------------------------------------------------
+
+@dataclass
+class TableRow:
+    """One setting of the trade-off table: its figures on every case of the file (`fitted`) and
+    on held-out cases (`held_out`: each case scored by thresholds fitted without it)."""
+
+    label: str
+    cap: float | None
+    thresholds: GateThresholds
+    fitted: dict[str, float]
+    held_out: dict[str, float] | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "max_unsafe": self.cap, "thresholds": self.thresholds.as_dict(),
+                "all_cases": self.fitted, "held_out": self.held_out}
+
 
 @dataclass
 class TuneResult:
@@ -189,6 +227,12 @@ class TuneResult:
     cases: int
     warnings: list[str] = field(default_factory=list)
     cross_validated: dict[str, float] | None = None
+    # The trade-off table (the current setting first), the setting suggested from it (None: keep
+    # the current one), and why nothing is suggested.
+    table: list[TableRow] = field(default_factory=list)
+    suggested: GateThresholds | None = None
+    refusal: str | None = None
+    bounds: dict[str, float] = field(default_factory=dict)
 
     @property
     def gain(self) -> dict[str, float]:
@@ -196,13 +240,60 @@ class TuneResult:
                 for k in ("truthfulness", "accuracy", "status_accuracy", "unsafe_rate")}
 
     def env_lines(self) -> list[str]:
-        return [f"{ENV_NAMES[f]}={getattr(self.thresholds, f):.2f}" for f in THRESHOLD_FIELDS]
+        """The suggested setting as lines to paste (the fitted one when nothing is suggested)."""
+        t = self.suggested or self.thresholds
+        return [f"{ENV_NAMES[f]}={getattr(t, f):.2f}" for f in THRESHOLD_FIELDS]
 
     def to_json(self) -> dict[str, Any]:
         return {"thresholds": self.thresholds.as_dict(), "env": self.thresholds.as_env(),
                 "current": self.current.as_dict(), "before": self.before, "after": self.after, "gain": self.gain,
                 "max_unsafe_rate": self.max_unsafe_rate, "cases": self.cases, "warnings": self.warnings,
-                "cross_validated": self.cross_validated}
+                "cross_validated": self.cross_validated, "table": [r.to_json() for r in self.table],
+                "suggested": self.suggested.as_env() if self.suggested else None, "refusal": self.refusal,
+                "bounds": self.bounds}
+
+
+def source_bounds(results: list[CaseResult], current: GateThresholds) -> dict[str, float]:
+    """The loosest exclusion thresholds that keep every expected source of the file: for each case
+    that expects sources, each expected document's best passage (most evidence for an answer, most
+    contradiction for a conflict) must pass the injection, superseded and relevance rules. A
+    current setting already stricter than that is left as it is (the bound never loosens it).
+    Returns lower bounds for `injection_max`/`superseded_max` and an upper bound for `relevant_min`."""
+    need_max = {f: 0.0 for f in _EXCLUDE_MAX}
+    need_min = {f: 1.0 for f in _EXCLUDE_MIN}
+    for r in results:
+        if r.case.expected_status == "insufficient_evidence" or not r.case.expected_sources:
+            continue
+        key = "contradicts_query_premise" if r.case.expected_status == "premise_conflict" else "contains_answer_evidence"
+        for doc in set(r.case.expected_sources):
+            scored = [c["scores"] for c in r.candidates if c.get("doc_id") == doc and c.get("scores")]
+            if not scored:
+                continue
+            best = max(scored, key=lambda sc: sc.get(key, 0.0))
+            for f, q in _EXCLUDE_MAX.items():
+                need_max[f] = max(need_max[f], float(best.get(q, 0.0)))
+            for f, q in _EXCLUDE_MIN.items():
+                need_min[f] = min(need_min[f], float(best.get(q, 1.0)))
+    bounds = {f"{f}>=": min(getattr(current, f), v) for f, v in need_max.items()}
+    bounds.update({f"{f}<=": max(getattr(current, f), v) for f, v in need_min.items()})
+    return bounds
+
+
+def _allowed(f: str, v: float, bounds: dict[str, float]) -> bool:
+    lo, hi = bounds.get(f"{f}>="), bounds.get(f"{f}<=")
+    return (lo is None or v >= lo - 1e-12) and (hi is None or v <= hi + 1e-12)
+
+
+def _clip(t: GateThresholds, bounds: dict[str, float]) -> GateThresholds:
+    for f in THRESHOLD_FIELDS:
+        v = getattr(t, f)
+        lo, hi = bounds.get(f"{f}>="), bounds.get(f"{f}<=")
+        if lo is not None and v < lo:
+            v = lo
+        if hi is not None and v > hi:
+            v = hi
+        t = replace(t, **{f: v})
+    return t
 
 
 def _objective(s: dict[str, float], t: GateThresholds, anchor: GateThresholds, cap: float) -> tuple:
@@ -228,13 +319,13 @@ def _plateau_middle(values: list[float], keys: list[tuple], best: tuple) -> floa
 
 
 def _coordinate_search(rep: Replayer, start: GateThresholds, anchor: GateThresholds, cap: float,
-                       rounds: int = 4) -> GateThresholds:
+                       bounds: dict[str, float], rounds: int = 4) -> GateThresholds:
     t = start
     best = _objective(rep.score(t), t, anchor, cap)
     for _ in range(rounds):
         moved = False
         for f in THRESHOLD_FIELDS:
-            values = sorted(set(GRID) | {getattr(t, f)})
+            values = sorted(v for v in set(GRID) | {getattr(t, f)} if _allowed(f, v, bounds))
             cands = [replace(t, **{f: v}) for v in values]
             keys = [_objective(rep.score(c), c, anchor, cap) for c in cands]
             top = max(keys)
@@ -250,9 +341,12 @@ def _coordinate_search(rep: Replayer, start: GateThresholds, anchor: GateThresho
 
 def fit(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float = 0.0,
         limits: EvidenceLimits = EvidenceLimits()) -> GateThresholds:
-    """Best thresholds found by coordinate search from the current and from the default setting."""
+    """Best thresholds found by coordinate search from the current and from the default setting,
+    within the bounds that keep every expected source of `results` (`source_bounds`)."""
     rep = Replayer(results, limits)
-    found = {_coordinate_search(rep, start, current, max_unsafe_rate) for start in (current, GateThresholds())}
+    bounds = source_bounds(results, current)
+    starts = (current, _clip(GateThresholds(), bounds))
+    found = {_coordinate_search(rep, start, current, max_unsafe_rate, bounds) for start in starts}
     best = max(sorted(found, key=lambda t: tuple(t.as_dict().values())),
                key=lambda t: _objective(rep.score(t), t, current, max_unsafe_rate))
     return _restore_unneeded(rep, best, current, max_unsafe_rate)
@@ -273,7 +367,7 @@ def _restore_unneeded(rep: Replayer, t: GateThresholds, current: GateThresholds,
 def cross_validate(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float,
                    limits: EvidenceLimits = EvidenceLimits(), folds: int = 5) -> dict[str, float] | None:
     """Held-out estimate: fit on k-1 folds (every k-th case held out), score the held-out fold."""
-    if len(results) < 2 * folds:
+    if folds < 2 or len(results) < 2 * folds:
         return None
     held: list[CaseResult] = []
     for k in range(folds):
@@ -283,18 +377,61 @@ def cross_validate(results: list[CaseResult], current: GateThresholds, max_unsaf
     return {**summary(held), "folds": folds}
 
 
+def _no_worse(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a["accuracy"] >= b["accuracy"] - 1e-9 and a["unsafe_answers"] <= b["unsafe_answers"]
+
+
+def _better(a: dict[str, float], b: dict[str, float]) -> bool:
+    """`a` is a held-out improvement on `b`: no worse on accuracy and on unsafe answers, better on one."""
+    return _no_worse(a, b) and (a["accuracy"] > b["accuracy"] + 1e-9 or a["unsafe_answers"] < b["unsafe_answers"])
+
+
+def _choose(table: list[TableRow], n: int, folds: int) -> tuple[TableRow | None, str | None]:
+    """The row to suggest, or None and why not."""
+    if n < MIN_CASES:
+        return None, (f"only {n} cases: no setting is suggested below {MIN_CASES} (held-out figures on so few "
+                      "questions cannot show that a change helps); add questions, aim for "
+                      f"{SMALL_SET}+ covering the three outcomes")
+    if folds < 2:
+        return None, "no held-out check was run (--folds below 2): no setting is suggested without one"
+    current = table[0]
+    if current.held_out is None:
+        return None, f"too few cases for {folds} held-out folds: lower --folds or add questions"
+    better = [r for r in table[1:] if r.held_out is not None and _better(r.held_out, current.held_out)
+              and r.thresholds != current.thresholds]
+    if not better:
+        return None, ("no fitted setting does better than the current one on held-out questions (accuracy and "
+                      "unsafe answers): keep the current thresholds")
+    best = max(better, key=lambda r: (r.held_out["truthfulness"], r.held_out["accuracy"], -r.held_out["unsafe_answers"],
+                                      -(r.cap if r.cap is not None else 1.0)))
+    return best, None
+
+
 def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float = 0.0,
          limits: EvidenceLimits = EvidenceLimits(), cv_folds: int = 5) -> TuneResult:
-    """Fit the thresholds to maximise truthfulness with at most `max_unsafe_rate` unsafe answers."""
+    """Fit the thresholds to maximise truthfulness with at most `max_unsafe_rate` unsafe answers,
+    build the trade-off table over several caps, and suggest a setting only where held-out figures
+    support it (see the module's docstring)."""
     if not results:
         raise ValueError("no evaluation results to tune on: give a non-empty case file")
     if not 0.0 <= max_unsafe_rate <= 1.0:
         raise ValueError(f"max_unsafe_rate must be a share between 0 and 1, got {max_unsafe_rate}")
     rep = Replayer(results, limits)
-    best = fit(results, current, max_unsafe_rate, limits)
-    before, after = rep.score(current), rep.score(best)
-    warnings = []
     n = len(results)
+    held_ok = cv_folds > 1 and n >= 2 * cv_folds
+    before = rep.score(current)
+    table = [TableRow("current", None, current, before, {**before, "folds": cv_folds} if held_ok else None)]
+    fits: dict[float, GateThresholds] = {}
+    for cap in sorted(set(TABLE_CAPS) | {max_unsafe_rate}):
+        t = fit(results, current, cap, limits)
+        fits[cap] = t
+        cv = cross_validate(results, current, cap, limits, cv_folds) if held_ok else None
+        label = "fitted, no unsafe cap" if cap >= 1.0 else f"fitted, unsafe cap {cap:.2f}"
+        table.append(TableRow(label, cap, t, rep.score(t), cv))
+    best = fits[max_unsafe_rate]
+    after = rep.score(best)
+    chosen, refusal = _choose(table, n, cv_folds)
+    warnings = []
     if n < SMALL_SET:
         warnings.append(f"only {n} cases: thresholds fitted on so few questions overfit them; "
                         f"check the held-out figures and prefer a set of {SMALL_SET}+ cases")
@@ -314,9 +451,11 @@ def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: fl
     kinds = {r.case.expected_status for r in results}
     if len(kinds) < 3:
         warnings.append(f"the cases only expect {', '.join(sorted(kinds))}: thresholds for the other outcomes are unconstrained")
-    cv = cross_validate(results, current, max_unsafe_rate, limits, cv_folds) if cv_folds > 1 else None
+    cv = next((r.held_out for r in table[1:] if r.cap == max_unsafe_rate), None)
     return TuneResult(thresholds=best, current=current, before=before, after=after,
-                      max_unsafe_rate=max_unsafe_rate, cases=n, warnings=warnings, cross_validated=cv)
+                      max_unsafe_rate=max_unsafe_rate, cases=n, warnings=warnings, cross_validated=cv,
+                      table=table, suggested=chosen.thresholds if chosen else None, refusal=refusal,
+                      bounds=source_bounds(results, current))
 
 
 # -- reading a previous `sourcegate eval --json` --------------------------------------------------------
@@ -349,6 +488,27 @@ def results_from_eval_json(data: dict[str, Any], cases: list[EvalCase]) -> list[
     return out
 
 
+def format_tradeoff(res: TuneResult) -> str:
+    """The trade-off table: each setting's accuracy, unsafe answers and abstentions, on every case
+    and held out, and the thresholds it changes."""
+    from ..tables import format_table
+
+    rows = []
+    for r in res.table:
+        h = r.held_out
+        changed = ", ".join(f"{ENV_NAMES[f].removeprefix('GATE_').lower()} {getattr(r.thresholds, f):.2f}"
+                            for f in THRESHOLD_FIELDS if getattr(r.thresholds, f) != getattr(res.current, f))
+        rows.append([r.label, f"{r.fitted['accuracy']:.3f}", str(r.fitted["unsafe_answers"]), str(r.fitted["abstentions"]),
+                     f"{h['accuracy']:.3f}" if h else "-", str(h["unsafe_answers"]) if h else "-",
+                     str(h["abstentions"]) if h else "-",
+                     "-" if r.label == "current" else (changed or "no change")])
+    folds = next((r.held_out.get("folds") for r in res.table if r.held_out), None)
+    head = (f"{res.cases} cases; held-out: {folds}-fold cross-validation (each case scored by thresholds fitted "
+            "without it)" if folds else f"{res.cases} cases; no held-out figures")
+    return head + "\n" + format_table(["setting", "accuracy", "unsafe", "abstained", "held-out accuracy",
+                                       "held-out unsafe", "held-out abstained", "thresholds changed"], rows)
+
+
 def _fmt(s: dict[str, float]) -> str:
     return (f"truthfulness {s['truthfulness']:+.3f}, accuracy {s['accuracy']:.3f} (status {s['status_accuracy']:.3f}), "
             f"unsafe {s['unsafe_answers']}/{s['cases']}")
@@ -369,6 +529,12 @@ def _fmt(s: dict[str, float]) -> str:
 def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Path | None, folds: int, as_json: bool,
              report_path: Path | None) -> None:
     """Fit the gate thresholds to labelled questions for the best truthfulness under an unsafe cap.
+
+    Prints a trade-off table first (accuracy, unsafe answers and abstentions of the current setting
+    and of settings fitted under several unsafe caps, on every case and held out), then the
+    warnings, then a setting to paste only when its held-out figures beat the current ones. No
+    setting ever excludes an expected source of FILE as an injection, superseded or irrelevant,
+    and nothing is suggested on fewer than 20 cases.
 
     FILE is the question file of `sourcegate eval` (see `sourcegate eval --help`)."""
     root = ctx.find_root()
@@ -416,11 +582,11 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
     if as_json:
         click.echo(json.dumps(res.to_json(), indent=2))
         return
-    for line in res.env_lines():
-        click.echo(line)
+    # The trade-off first, then the warnings, and only then anything to paste.
+    click.echo(format_tradeoff(res))
     click.echo("")
     click.echo(f"before: {_fmt(res.before)}")
-    click.echo(f"after:  {_fmt(res.after)}")
+    click.echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
     click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
                f"(on the {res.cases} cases the thresholds were fitted to)")
     if res.cross_validated:
@@ -428,3 +594,13 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
         click.echo(f"held-out ({cv['folds']}-fold): {_fmt(cv)}")
     for w in res.warnings:
         click.echo(f"warning: {w}", err=True)
+    click.echo("")
+    if res.suggested is None:
+        click.echo(f"no change suggested: {res.refusal}")
+        return
+    row = next(r for r in res.table[1:] if r.thresholds == res.suggested)
+    click.echo(f"suggested ({row.label}; held-out accuracy {row.held_out['accuracy']:.3f} against "
+               f"{res.table[0].held_out['accuracy']:.3f}, unsafe {row.held_out['unsafe_answers']} against "
+               f"{res.table[0].held_out['unsafe_answers']}); to use it, set:")
+    for line in res.env_lines():
+        click.echo(line)
