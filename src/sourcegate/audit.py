@@ -113,6 +113,86 @@ def redact_query(query: str) -> dict:
     return {"redacted": True, "sha256": hashlib.sha256(query.encode("utf-8", "surrogatepass")).hexdigest()}
 
 
+_WORD = re.compile(r"\w+")
+REDACTED_TEXT = "[question]"
+# Values that identify a record or a passage: kept as they are (they are the library's, not the user's).
+_ID_KEYS = frozenset({"audit_id", "id", "doc_id", "content_hash", "sha256", "record_hash", "prev_hash"})
+
+
+def _bigrams(text: str) -> set[tuple[str, str]]:
+    words = [w.lower() for w in _WORD.findall(text)]
+    return set(zip(words, words[1:]))
+
+
+def redact_record(record: dict, questions: list[str], documents: list[str]) -> dict:
+    """The record with no text of the user's question in it, in one step over the whole record:
+    `query`, each part's `question` and `missing` become hashes (`redact_query`), the terms the
+    terminology bridge added (translations of the question's words) a hash of them, and in every
+    other string (the answer, the writer's reasons, ...) each run of words that follow each other in
+    a question (`questions`: the question, its parts, its premise), but not in the documents quoted
+    (`documents`: the passages' texts and titles), becomes `[question]`, and so does each question
+    quoted whole; a question of one word is removed wherever it stands alone. Identifiers (audit, passage, document ids, hashes) stay."""
+    question_pairs = set().union(*(_bigrams(q) for q in questions)) if questions else set()
+    document_pairs = set().union(*(_bigrams(d) for d in documents)) if documents else set()
+    private = question_pairs - document_pairs
+    single = {q.strip().lower() for q in questions if len(_WORD.findall(q)) == 1}
+
+    exact = sorted({q.strip() for q in questions if q and q.strip()}, key=len, reverse=True)
+
+    def scrub(text: str) -> str:
+        for q in exact:  # the question, a part or the premise quoted as it was asked
+            text = text.replace(q, REDACTED_TEXT)
+        words = list(_WORD.finditer(text))
+        marked = [False] * len(words)
+        for i in range(len(words)):
+            if words[i].group(0).lower() in single:
+                marked[i] = True
+            if i + 1 < len(words) and (words[i].group(0).lower(), words[i + 1].group(0).lower()) in private:
+                marked[i] = marked[i + 1] = True
+        out, pos, i = [], 0, 0
+        while i < len(words):
+            if not marked[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(words) and marked[j + 1]:
+                j += 1
+            out.append(text[pos:words[i].start()])
+            out.append(REDACTED_TEXT)
+            pos = words[j].end()
+            i = j + 1
+        out.append(text[pos:])
+        return "".join(out)
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            if value.get("redacted") is True:
+                return value
+            out = {}
+            for k, v in value.items():
+                if k == "query_bridge" and isinstance(v, dict) and v.get("added_terms"):
+                    terms = [t for t in v["added_terms"] if isinstance(t, str)]
+                    out[k] = {**walk(v, k), "added_terms": redact_query(" ".join(terms))}
+                else:
+                    out[k] = walk(v, k)
+            return out
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str) and key not in _ID_KEYS:
+            return scrub(value)
+        return value
+
+    rec = dict(record)
+    if isinstance(rec.get("query"), str):
+        rec["query"] = redact_query(rec["query"])
+    if isinstance(rec.get("missing"), list):
+        rec["missing"] = [redact_query(m) if isinstance(m, str) else m for m in rec["missing"]]
+    if isinstance(rec.get("parts"), list):
+        rec["parts"] = [{**p, "question": redact_query(p["question"])}
+                        if isinstance(p, dict) and isinstance(p.get("question"), str) else p for p in rec["parts"]]
+    return walk(rec)
+
+
 # Below this much free space on the log's disk, the log counts as unwritable (a record is a few kB).
 MIN_FREE_BYTES = 64 * 1024
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
 from .answer import Writer, WrittenAnswer, assemble_parts
-from .audit import AuditLog, redact_query
+from .audit import AuditLog, redact_record
 from .inert import inert_markup, visible_text
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
@@ -387,19 +387,13 @@ class SourceGate:
 
     def _audit_record(self, query: str, interface: str, result: AskResult, runs: list["_PartRun"],
                       written: WrittenAnswer) -> dict[str, Any]:
-        redact = self.settings.audit_redact_query
         multi = len(runs) > 1
         judgement = runs[0].judgement
-        answer = result.answer
-        if redact and multi and answer:
-            # The answer names its parts, which are pieces of the question: keep them out too.
-            for r in runs:
-                answer = answer.replace(r.part.question, "[part of the question]")
         record: dict[str, Any] = {
             "audit_id": result.audit_id,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "interface": interface,
-            "query": redact_query(query) if redact else query,
+            "query": query,
             "judge": {"backend": self.settings.judge if self._judge is None else getattr(self._judge, "name", self.settings.judge),
                       "model": judgement.model,
                       "usage": judgement.usage if not multi else [r.judgement.usage for r in runs]},
@@ -424,11 +418,11 @@ class SourceGate:
                 for n, r in enumerate(runs) for i, (c, j, rt, reason) in enumerate(r.final)
             ],
             "status": result.status,
-            "missing": [redact_query(m) for m in result.missing] if redact else result.missing,
+            "missing": result.missing,
             "degraded": result.degraded,
             "multi_document": is_multi_document(query),
             "evidence_limit": runs[0].limit,
-            "answer": answer,
+            "answer": result.answer,
             "writer": {
                 "name": written.writer, "path": written.path, "model": written.model,
                 "fallback_reason": written.fallback_reason,
@@ -445,11 +439,18 @@ class SourceGate:
             # Each part was gated on its own candidates (`part` in each candidate): replay re-gates
             # them part by part and merges again.
             record["parts"] = [
-                {"question": redact_query(r.part.question) if redact else r.part.question, "subject": r.part.subject,
+                {"question": r.part.question, "subject": r.part.subject,
                  "status": r.status.value, "evidence_limit": r.limit,
                  "query_bridge": {"language": r.bridged.language, "added_terms": r.bridged.added_terms}}
                 for r in runs
             ]
+        if self.settings.audit_redact_query:
+            # One step over the whole record: no text of the question is left in it (see redact_record).
+            from .answer import extract_premise
+
+            questions = [query, extract_premise(query), *(r.part.question for r in runs)]
+            documents = [t for r in runs for c in r.candidates for t in (c.text, c.title)]
+            record = redact_record(record, questions, documents)
         return record
 
     def close(self) -> None:
