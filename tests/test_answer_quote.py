@@ -36,7 +36,8 @@ def test_the_judges_quote_is_what_the_answer_quotes():
     a = w.write("Can I grease the P-200 bearings while the pump is running?", Status.ANSWER, [cand(quote)], [])
     lines = a.text.split("\n\nSources:")[0].splitlines()
     assert lines[1] == f'- "{quote}" [1]'  # the sentence that settles it comes first
-    assert len(lines) == 3  # then the best of the others, two sentences in all
+    # and alone: it settles the yes/no question; the sentence on how often to grease answers another one
+    assert len(lines) == 2
     b = w.write("How often do I grease the P-200 bearings?", Status.ANSWER, [cand()], [])
     assert "every 2,000 operating hours" in b.text
     assert '"Pump P-200 bearing lubrication"' not in b.text

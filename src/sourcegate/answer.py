@@ -9,8 +9,10 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .gate import Status
 from .models import Candidate
+from .judges.local import text as T
 from .judges.local.text import is_heading
 from .retrieve import lexical_overlap, query_terms
+from .stated import numbers as stated_numbers
 
 
 @dataclass
@@ -50,36 +52,104 @@ class Writer(Protocol):
         ...
 
 
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\u00c0-\u00dd\u00ab\u201c])|\n+")
 _STEP = re.compile(r"^\d+\.\s")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*\u2022\u2013]|\d+[.)]|[a-z][.)])\s+")
+# A period after these ends no sentence: "(Rev. 3)", "No. 4", "approx. 5 min" (before a number),
+# "e.g. the P-200", "Dr. Martin", "J. Smith" (before anything).
+_ABBREV_NUM = re.compile(r"\b(?:rev|no|nos|nr|fig|figs|tab|ref|réf|vol|art|sect|chap|p|pp|ver|approx|ca|n°)\.$", re.I)
+_ABBREV_ANY = re.compile(r"(?:\b(?:e\.g|i\.e|p\.ex|cf|vs|mr|mrs|ms|dr|mt)|(?<![\w.])[A-Z])\.$")
+# A line that ends with one of these words goes on on the next line.
+_CONTINUES = set("""a an the of to in on at for with by from and or nor but than that which who whose not no
+    never must may can shall should will is are be been was were has have per every each into onto over under
+    de la le les des du un une et ou à au aux en par pour sans sur dans avec ne pas que qui dont est sont doit
+    doivent peut""".split())
+_END_PUNCT = re.compile(r"[.!?:;][\"')\]\u00bb\u201d]*$")
+
+
+def _continues(line: str, nxt: str) -> bool:
+    """A line wrap rather than the end of a sentence, a heading or a list item (PDF and DOCX line
+    breaks): the line does not end a sentence and the next line is no list item, and either the next
+    line starts in lower case, the line ends with a comma, a hyphen or a word that needs more, or the
+    line is too long to be a heading."""
+    if not line or not nxt or _END_PUNCT.search(line) or _LIST_ITEM.match(nxt) or line.lstrip().startswith("#"):
+        return False
+    if line.rstrip().endswith("|") or nxt.lstrip().startswith("|"):
+        return False
+    if nxt[:1].islower() or line.endswith((",", "-", "\u00ad", "(", "/", "–")):
+        return True
+    last = re.findall(r"[\w\u00c0-\u017f']+", line.lower())[-1:] or [""]
+    if last[0] in _CONTINUES:
+        return True
+    return not is_heading(line) and len(line.split()) >= 8
+
+
+def rejoin(text: str) -> str:
+    """The text with line wraps undone: a sentence broken over lines (PDF, DOCX) is one line again,
+    a word hyphenated at a line end is whole ("centri-" + "fuge" -> "centrifuge"; "P-" + "200" keeps
+    its hyphen); paragraphs, headings and list items stay on their own lines."""
+    text = (text or "").replace("\r\n", "\n").replace("\r", "\n")
+    out: list[str] = []
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if out and out[-1] and line and _continues(out[-1], line):
+            prev = out[-1]
+            if prev.endswith("\u00ad"):
+                out[-1] = prev[:-1] + line
+            elif prev.endswith("-") and re.search(r"[a-z\u00e0-\u00ff]-$", prev) and line[:1].islower():
+                out[-1] = prev[:-1] + line  # soft hyphenation of a word at the line end
+            elif prev.endswith(("-", "/", "(")):
+                out[-1] = prev + line  # "P-" + "200", "and/" + "or"
+            else:
+                out[-1] = prev + " " + line
+        else:
+            out.append(line)
+    return "\n".join(out).replace("\u00ad", "")
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of a passage; numbered steps ("1. Stop the pump.") stay whole."""
-    raw = [s.strip() for s in _SENT_SPLIT.split(text) if s and s.strip()]
+    """Sentences of a passage, line wraps undone; numbered steps ("1. Stop the pump.") stay whole,
+    and an abbreviation ("Rev.", "No.", "approx.") ends no sentence."""
+    raw = [s.strip() for s in _SENT_SPLIT.split(rejoin(text)) if s and s.strip()]
     out: list[str] = []
     for s in raw:
         # "1." alone is the number of the next step: glue it back on.
         if out and re.fullmatch(r"\d+\.", out[-1]):
+            out[-1] = f"{out[-1]} {s}"
+        elif out and not _LIST_ITEM.match(s) and (_ABBREV_ANY.search(out[-1])
+                                                  or (_ABBREV_NUM.search(out[-1]) and s[:1].isdigit())):
             out[-1] = f"{out[-1]} {s}"
         else:
             out.append(s)
     return [s for s in out if len(s) > 2]
 
 
-_QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently)|what (interval|torque|level|depth|quantity)|combien|quelle? (fréquence|quantité))\b", re.I)
+_QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently|fast|hot|high)|what (interval|torque|level|depth|quantity|"
+                         r"speed|temperature|pressure|limit|maximum|minimum|size)|combien|quelle? (fréquence|quantité|vitesse|"
+                         r"température|pression|durée|limite)|à quelle (fréquence|vitesse|température))\b", re.I)
+
+
+def wants_value(query: str) -> bool:
+    """A question that asks for a number: how often, how much, which speed or temperature ..."""
+    return bool(_QUANTITY_Q.search(query)) or T.qtype(query) in ("freq", "quant")
+
+
+def _has_value(s: str) -> bool:
+    return bool(stated_numbers(s))
 
 
 def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, int, str]]:
     terms = query_terms(query)
-    wants_number = bool(_QUANTITY_Q.search(query))
+    wants_number = wants_value(query)
     scored = []
     for i, s in enumerate(sentences(text)):
         if is_heading(s, title):
             continue
         score = lexical_overlap(terms, s)
-        if wants_number and re.search(r"\d", s):
-            score += 0.25
+        if wants_number and _has_value(s):
+            score += 0.35
+        elif wants_number and re.search(r"\d", s):
+            score += 0.1
         # Headings like "Scope." carry no information of their own.
         if len(s) < 25:
             score -= 0.5
@@ -88,51 +158,143 @@ def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, 
     return scored
 
 
+def adds_answer(query: str, first: tuple[float, int, str], other: tuple[float, int, str]) -> bool:
+    """Whether a second sentence of the passage adds an answer to the first: never for a yes/no
+    question (the first settles it); for a question that asks for a number, a sentence that states
+    one and matches the question about as well; otherwise one that matches it about as well."""
+    if T.is_polar(query):
+        return False
+    if other[0] <= 0.3 or other[0] < 0.75 * first[0]:
+        return False
+    return _has_value(other[2]) if wants_value(query) else True
+
+
 def best_sentences(query: str, text: str, k: int = 2, title: str = "") -> list[str]:
     ranked = rank_sentences(query, text, title)
     if not ranked:  # nothing but headings: the passage is quoted as it is
         return sentences(text)[:1]
-    picked = [r for r in ranked[:k] if r[0] > 0] or ranked[:1]
+    picked = [ranked[0]] + [r for r in ranked[1:k] if adds_answer(query, ranked[0], r)]
     return [s for _, _, s in sorted(picked, key=lambda r: r[1])]
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.split())
 
 
 def quoted(query: str, c: Candidate, k: int) -> list[str]:
     """What the answer quotes from an evidence passage: first the sentence the judge found answering (the
-    reader's span, or the sentence that settles a yes/no question) when it found one, then, up to `k`,
-    the sentences that share most with the question; never a title or heading."""
+    reader's span, or the sentence that settles a yes/no question) when it found one, whole, then,
+    up to `k`, the sentences that add an answer to the question; never a title or heading. For a
+    question that asks for a number, the first quote holds one (across languages the judge's sentence
+    may not: then the passage's best sentence that does)."""
+    ranked = rank_sentences(query, c.text, c.title)
     best = best_sentences(query, c.text, k, c.title)
     if not c.quote:
         return best
     # the judge splits sentences its own way: quote the answer's sentences that make up the judge's
     # quote (a heading glued to it, "Steps. 1.", is left out), or the one that holds it
-    q = c.quote.strip()
+    q = _norm(c.quote)
     sents = [s for s in sentences(c.text) if not is_heading(s, c.title)]
-    first = [s for s in sents if s in q] or [s for s in sents if q in s][:1] or [q]
-    return first + [s for s in best if s not in first][: max(0, k - len(first))]
+    first = ([s for s in sents if _norm(s) in q] or [s for s in sents if q in _norm(s)][:1]
+             or [s for s in sents if q[:40] in _norm(s) or q[-40:] in _norm(s)][:1])
+    if not first:
+        return best
+    if wants_value(query) and not any(_has_value(s) for s in first):
+        valued = [r for r in ranked if _has_value(r[2]) and r[0] > 0]
+        if valued:
+            return [valued[0][2]]
+    first = first[:k]
+    if T.is_polar(query) or not ranked:
+        return first
+    top = next((r for r in ranked if r[2] == first[0]), ranked[0])
+    more = [r[2] for r in ranked if r[2] not in first and adds_answer(query, top, r)]
+    return first + more[: max(0, k - len(first))]
 
 
-_PREMISE_SPLIT = re.compile(r"[,;:]|\b(?:so|therefore|then|donc|alors)\b", re.I)
+# Where a question splits into clauses: a semicolon or colon, a comma that is no thousands
+# separator or decimal comma ("25,000", "0,5 g"), or a conjunction that starts a new clause.
+_PREMISE_SPLIT = re.compile(r"[;:]|,(?!\d)|(?<!\d),|\b(?:so|therefore|then|donc|alors)\b", re.I)
 _QUESTION_START = re.compile(
-    r"^\s*(how|what|which|who|when|where|why|can|do|does|should|is|are|comment|combien|quel|quelle|quels|faut|est-ce|pourquoi|où)\b",
+    r"^\s*(how|what|which|who|when|where|why|can|could|do|does|did|should|is|are|may|must|will|would|comment|combien|"
+    r"quel|quelle|quels|quelles|faut|est-ce|pourquoi|où|peut|peut-on|puis-je|dois-je|doit-on)\b",
     re.I,
 )
 
 
-def extract_premise(query: str) -> str:
-    """The declarative part of a question, which a premise conflict contradicts:
-    "P-200 bearings need grease every 500 hours, how much do I add?" -> "P-200 bearings need grease every 500 hours"."""
+def extract_premise(query: str, against: list[str] | None = None) -> str:
+    """The clause of the question that the documents contradict, whole:
+    "P-200 bearings need grease every 500 hours, how much do I add?" -> "P-200 bearings need grease every 500 hours".
+    With `against` (the sentences of the contradicting passages), the declarative clause that shares
+    most with them; else the first that states a number, else the first. A question with no clause
+    of its own ("Can the rotor run at 25,000 rpm?") is its own premise."""
     q = query.strip().rstrip("?").strip()
-    q = re.sub(r"^(since|given that|as|because|puisque|comme|étant donné que)\s+", "", q, flags=re.I)
+    q = re.sub(r"^(since|given that|as|because|puisque|comme|étant donné que|vu que)\s+", "", q, flags=re.I)
     parts = [p.strip() for p in _PREMISE_SPLIT.split(q) if p and p.strip()]
-    declarative = [p for p in parts if not _QUESTION_START.match(p)]
+    parts = [re.sub(r"^(and|but|et|mais)\s+", "", p, flags=re.I) for p in parts]
+    declarative = [p for p in parts if not _QUESTION_START.match(p) and len(p.split()) >= 2]
+    if not declarative:
+        return q
+    if against:
+        said = " ".join(against)
+        nums = set(stated_numbers(said))
+        def score(p: str) -> float:
+            units = {v.split(" ", 1)[1] for v in stated_numbers(p)}
+            return (lexical_overlap(query_terms(p), said) + (0.5 if units & {v.split(" ", 1)[1] for v in nums} else 0.0))
+        best = max(declarative, key=lambda p: (score(p), bool(re.search(r"\d", p))))
+        if score(best) > 0:
+            return best
     with_facts = [p for p in declarative if re.search(r"\d", p)] or declarative
-    return with_facts[0] if with_facts else q
+    return with_facts[0]
 
 
 def _sources(cands: list[Candidate]) -> tuple[str, list[Citation]]:
     cites = [Citation(n, c.id, c.doc_id, c.title, c.url) for n, c in enumerate(cands, start=1)]
     lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
     return "Sources:\n" + "\n".join(lines), cites
+
+
+# Reasons the gate gives (gate.REASON_*), read here without importing the policy's names twice.
+_DISAGREES_HIGHER = "disagrees_with_higher_tier"
+_DISAGREES_EQUAL = "evidence_disagrees"
+
+
+def _kind(c: Candidate) -> str:
+    return (c.source_type or "source").replace("_", " ")
+
+
+def conflict_lead(query: str, conflicts: list[Candidate], first_n: int, match_text: str | None = None) -> list[str]:
+    """The lines an answer opens with when passages conflict with it, numbered from `first_n`: the
+    premise of the question that the documents contradict, quoted and cited; then any less trusted
+    source that states another value than the answer. Empty without conflicts."""
+    premise_cf = [(n, c) for n, c in enumerate(conflicts, start=first_n) if c.gate_reason != _DISAGREES_HIGHER]
+    lower_cf = [(n, c) for n, c in enumerate(conflicts, start=first_n) if c.gate_reason == _DISAGREES_HIGHER]
+    lines: list[str] = []
+    if premise_cf:
+        said = [s for _, c in premise_cf for s in best_sentences(query, c.text, 1, c.title)]
+        premise = extract_premise(query, said)
+        lines.append(f'Warning: the documents contradict a premise of the question: "{premise}". What they say:')
+        for n, c in premise_cf:
+            lines += [f'- "{s}" [{n}]' for s in best_sentences(premise, c.text, 1, c.title)]
+    if lower_cf:
+        lines.append("Warning: a less trusted source states another value than the answer below; it is not used:")
+        for n, c in lower_cf:
+            lines += [f'- "{s}" [{n}] ({_kind(c)})' for s in quoted(match_text or query, c, 1)]
+    return lines
+
+
+def evidence_lines(match_text: str, evidence: list[Candidate], k: int) -> list[str]:
+    """The quoted sentences of the evidence, cited; a source less trusted than the first is marked as
+    such, and sources that state different values are said to disagree."""
+    top = max((c.tier or 0 for c in evidence), default=0)
+    lines: list[str] = []
+    if any(c.gate_reason == _DISAGREES_EQUAL for c in evidence):
+        lines.append("The sources disagree (equally trusted, different values): check which applies before acting.")
+    for n, c in enumerate(evidence, start=1):
+        mark = ""
+        if c.tier is not None and c.tier < top:
+            mark = f" ({_kind(c)}: less trusted than [1])"
+        lines += [f'- "{s}" [{n}]{mark}' for s in quoted(match_text, c, k)]
+    return lines
 
 
 class ExtractiveWriter:
@@ -145,11 +307,15 @@ class ExtractiveWriter:
               search_text: str | None = None, on_event=None) -> WrittenAnswer:
         match_text = search_text or query
         if status is Status.ANSWER:
-            lines = [f'- "{s}" [{n}]' for n, c in enumerate(evidence, start=1) for s in quoted(match_text, c, self.k)]
-            src, cites = _sources(evidence)
-            return WrittenAnswer("From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
+            # A conflict beside the answer is never hidden: the answer opens with it.
+            lead = conflict_lead(query, conflicts, len(evidence) + 1, match_text)
+            lines = evidence_lines(match_text, evidence, self.k)
+            src, cites = _sources(evidence + conflicts)
+            head = "\n".join(lead) + "\n\n" if lead else ""
+            return WrittenAnswer(head + "From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
         if status is Status.CONFLICT:
-            premise = extract_premise(query)
+            said = [s for c in conflicts for s in best_sentences(query, c.text, 1, c.title)]
+            premise = extract_premise(query, said)
             bridge_terms = match_text[len(query):] if match_text.startswith(query) else ""
             lines = [f'- "{s}" [{n}]' for n, c in enumerate(conflicts, start=1)
                      for s in best_sentences(premise + bridge_terms, c.text, 1, c.title)]
@@ -162,6 +328,28 @@ class ExtractiveWriter:
             "model or procedure) or escalate it to an expert.",
             [], self.name,
         )
+
+
+def conflict_warnings(status: str, evidence: list[dict], conflicts: list[dict]) -> list[str]:
+    """One line per kind of conflict beside an answer, for the plain outputs (CLI, MCP text): the
+    documents that contradict a premise, a less trusted source that states another value, sources
+    of equal trust that disagree. Empty for any other status, or when nothing conflicts."""
+    if status != Status.ANSWER.value:
+        return []
+    def names(items: list[dict]) -> str:
+        return "; ".join(f"{p.get('title') or p['doc_id']} ({p['doc_id']})" for p in items)
+    premise = [p for p in conflicts if p.get("reason") != _DISAGREES_HIGHER]
+    lower = [p for p in conflicts if p.get("reason") == _DISAGREES_HIGHER]
+    equal = [p for p in evidence if p.get("reason") == _DISAGREES_EQUAL]
+    out = []
+    if premise:
+        out.append(f"warning: {len(premise)} document{'s' if len(premise) > 1 else ''} contradict"
+                   f"{'' if len(premise) > 1 else 's'} a premise of the question: {names(premise)}")
+    if lower:
+        out.append(f"warning: a less trusted source states another value: {names(lower)}")
+    if equal:
+        out.append(f"warning: the sources disagree: {names(equal)}")
+    return out
 
 
 def invalid_citations(text: str, n_sources: int) -> list[int]:

@@ -346,7 +346,12 @@ def store_copy(ctx: click.Context, src: str, dst: str, prune: bool) -> None:
 # -- ask / demo -----------------------------------------------------------------------------------
 
 def format_result(r) -> str:
-    lines = [f"status: {r.status}" + (" (degraded)" if r.degraded else ""), ""]
+    from .answer import conflict_warnings
+
+    lines = [f"status: {r.status}" + (" (degraded)" if r.degraded else "")]
+    # A conflict beside an answer is said at the top, never only in the counts below.
+    lines += conflict_warnings(r.status, [p.model_dump() for p in r.evidence], [p.model_dump() for p in r.conflicts])
+    lines.append("")
     if r.answer:
         lines += [r.answer, ""]
     if r.missing:

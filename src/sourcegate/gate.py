@@ -182,8 +182,36 @@ DEGRADED_GUIDANCE = (
 )
 
 
-def guidance(status: Status, degraded: bool = False) -> str:
-    return DEGRADED_GUIDANCE if degraded else GUIDANCE[status]
+# An answer beside a conflict: the conflict is never hidden from the person the agent answers.
+PREMISE_BESIDE_ANSWER = (
+    " Some passages contradict a premise of the question (`conflicts`): open the answer by telling the user "
+    "which premise the documents contradict, quoting and citing those passages, and only then answer."
+)
+LOWER_TIER_DISAGREES = (
+    " A less trusted source states another value (`conflicts`): answer from the evidence and tell the user "
+    "that this source says otherwise, citing it."
+)
+EQUALS_DISAGREE = (
+    " Equally trusted evidence passages state different values: tell the user the sources disagree, cite both, "
+    "and do not pick one."
+)
+
+
+def guidance(status: Status, degraded: bool = False, conflict_reasons: list[str] | tuple = (),
+             evidence_reasons: list[str] | tuple = ()) -> str:
+    """What the agent is told to do. With an answer, the routes' reasons of the conflicts and the
+    evidence add what it must say about them."""
+    if degraded:
+        return DEGRADED_GUIDANCE
+    text = GUIDANCE[status]
+    if status is Status.ANSWER:
+        if any(r != REASON_DISAGREES_HIGHER for r in conflict_reasons):
+            text += PREMISE_BESIDE_ANSWER
+        if REASON_DISAGREES_HIGHER in conflict_reasons:
+            text += LOWER_TIER_DISAGREES
+        if REASON_DISAGREES_EQUAL in evidence_reasons:
+            text += EQUALS_DISAGREE
+    return text
 
 
 def diversify(items: list[tuple[str, str]], limit: int) -> list[str]:

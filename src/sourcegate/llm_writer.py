@@ -19,7 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .answer import ExtractiveWriter, WrittenAnswer, _sources, extract_premise, rank_sentences, sentences
+from .answer import (ExtractiveWriter, WrittenAnswer, _sources, conflict_lead, extract_premise, rank_sentences,
+                     sentences)
 from .chat import ChatEngine, ChatError, describe_endpoint, is_loopback, open_chat_engine, reply_of
 from .crosslingual import detect_language
 from .gate import Status
@@ -574,6 +575,11 @@ class LLMWriter:
         passages = evidence if status is Status.ANSWER else conflicts
         premise = extract_premise(query) if status is Status.CONFLICT else None
         preface = conflict_preface(query) if status is Status.CONFLICT else ""
+        # Beside an answer, a conflict is never hidden: the answer opens with it (sourcegate's own
+        # quoted and cited lines, numbered after the evidence the model is given).
+        lead = conflict_lead(query, conflicts, len(evidence) + 1, search_text) if status is Status.ANSWER else []
+        if lead:
+            preface = "\n".join(lead) + "\n"
         excerpts = None
         if self.excerpt_window is not None:
             excerpts = passage_excerpts(query, passages, self.reader, self.excerpt_window,
@@ -585,7 +591,7 @@ class LLMWriter:
             outcome = self._attempt(ep, messages, passages, on_event, source, premise, preface)
             attempts.append(outcome)
             if outcome["outcome"] == "ok":
-                src, cites = _sources(passages)
+                src, cites = _sources(passages + (conflicts if lead else []))
                 text = outcome.pop("text")
                 return WrittenAnswer(
                     (preface + " " if preface else "") + text + "\n\n" + src, cites, self.name, path=ep.role, model=outcome.get("model"),

@@ -45,6 +45,11 @@ class PassageOut(BaseModel):
     text: str
     version: str | None = None
     scores: dict[str, float]
+    # The kind of source, its trust tier (GATE_TRUST_TIERS) and why the gate put it where it is
+    # (evidence, evidence_disagrees, contradicts_premise, disagrees_with_higher_tier).
+    source_type: str | None = None
+    tier: int | None = None
+    reason: str | None = None
 
     # What a person or an agent is shown holds no invisible characters (bidi overrides, NUL, ...).
     _visible = field_validator("doc_id", "title", "text", "version", mode="before")(lambda v: visible_text(v))
@@ -249,8 +254,9 @@ class SourceGate:
         evidence = [self._passage_out(c, j) for c, j in ev]
         conflicts = [self._passage_out(c, j) for c, j in cf]
         model = runs[0].judgement.model
+        advice = guidance(status, degraded, [c.gate_reason or "" for c, _ in cf], [c.gate_reason or "" for c, _ in ev])
         if on_event is not None:
-            on_event("gate", {"status": status.value, "guidance": guidance(status, degraded), "degraded": degraded,
+            on_event("gate", {"status": status.value, "guidance": advice, "degraded": degraded,
                               "evidence": [p.model_dump() for p in evidence],
                               "conflicts": [p.model_dump() for p in conflicts],
                               "excluded": [x.model_dump() for x in excluded], "missing": merged.missing,
@@ -272,7 +278,7 @@ class SourceGate:
             timings["plan"] = (t_plan - t_start) * 1000
         result = AskResult(
             status=status.value,
-            guidance=guidance(status, degraded),
+            guidance=advice,
             answer=inert_markup(written.text),
             evidence=evidence,
             conflicts=conflicts,
@@ -296,7 +302,7 @@ class SourceGate:
         cap = self.settings.max_passage_chars
         text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
         return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
-                          scores=j.scores.rounded())
+                          scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason)
 
     @staticmethod
     def _passages(runs: list["_PartRun"]):
