@@ -643,6 +643,23 @@ def _check_writer(settings: Settings) -> None:
         raise click.ClickException(str(e)) from None
 
 
+@cli.command()
+@click.option("--host", default="sourcegate.example.org", show_default=True,
+              help="The public host name the connector calls (https://HOST/v1/ask).")
+@click.option("--out", "out_dir", default="connector", show_default=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Folder to write apiDefinition.swagger.json and apiProperties.json to.")
+@click.pass_context
+def connector(ctx: click.Context, host: str, out_dir: Path) -> None:
+    """Write a Power Platform custom connector (Swagger 2.0 and the x-api-key connection) for the
+    REST API, generated from its OpenAPI document."""
+    from .server.connector import write_connector
+
+    if "/" in host or not host.strip():
+        raise click.ClickException(f"--host takes a host name (agent.example.org), not {host!r}")
+    for path in write_connector(out_dir, host.strip(), _settings(ctx)):
+        click.echo(f"written: {path}")
+
+
 @cli.group("audit")
 def audit_group() -> None:
     """Check the audit log."""
