@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from .private_files import private_dir, private_file
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -260,7 +262,7 @@ class AuditLog:
         """Raise AuditWriteError unless the log can be opened for appending (created if missing)
         and, after a write failed, unless its file system has room for that record again."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(self.path.parent)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
                 if self._failed_size is not None:
@@ -302,7 +304,7 @@ class AuditLog:
 
     def _append(self, record: dict) -> dict:
         body = {k: v for k, v in record.items() if k not in (HASH_FIELD, PREV_FIELD, SEQ_FIELD)}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         with self._lock:
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
             try:
@@ -536,6 +538,7 @@ class AuditIndex:
         self._lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
+        private_file(self.path)  # it lists every audit id: as private as the log (and its -wal, -shm)
         con = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         con.execute("PRAGMA journal_mode=WAL")
         con.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL)")
@@ -590,7 +593,7 @@ class AuditIndex:
             return None
         try:
             con = self._connect()
-        except sqlite3.Error:
+        except (sqlite3.Error, OSError):
             return self._scan(audit_id)
         try:
             with open(self.log_path, "rb") as f:

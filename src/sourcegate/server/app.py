@@ -472,7 +472,25 @@ def content_security_policy(page: str) -> str:
             "img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
-def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
+def is_loopback(host: str) -> bool:
+    """Whether a bind address only accepts connections from this machine."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+AUDIT_LOOPBACK_ONLY = ("the audit API answers without MCP_API_KEY only on a loopback address (127.0.0.1): "
+                       "set MCP_API_KEY, or serve on 127.0.0.1")
+
+
+def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_lookup: bool = True) -> Starlette:
+    """`audit_lookup=False` turns `/v1/audit/{id}` away (403): `serve` does so on a non-loopback
+    address without MCP_API_KEY, where anyone who reaches the port could read every record."""
     holder = _GateHolder(settings, gate)
     metrics = Metrics()
     admission = AdmissionControl.from_settings(settings)
@@ -624,6 +642,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None) -> Starlette:
             await refusal(failure)(scope, receive, send)
 
     async def audit_record(request: Request) -> Response:
+        if not audit_lookup:
+            return _json_error(403, AUDIT_LOOPBACK_ONLY)
         audit_id = request.path_params["audit_id"]
         if not _AUDIT_ID_OK.match(audit_id):
             return _json_error(404, "no such audit record: audit ids are the audit_id field of an answer")
@@ -706,9 +726,11 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_allowed_hosts:
         log.warning("serving on a non-local address without MCP_ALLOWED_HOSTS: /mcp (and /v1 without MCP_API_KEY) "
                     "answers 421 to requests whose Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
-    if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_api_key:
-        log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the library")
-    uvicorn.Server(server_config(create_app(settings), settings, host=host, port=port)).run()
+    audit_lookup = is_loopback(host) or bool(settings.mcp_api_key)
+    if not audit_lookup:
+        log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the "
+                    "library; /v1/audit is turned off (403) until MCP_API_KEY is set")
+    uvicorn.Server(server_config(create_app(settings, audit_lookup=audit_lookup), settings, host=host, port=port)).run()
 
 
 def server_config(app: ASGIApp, settings: Settings, **kw: Any):

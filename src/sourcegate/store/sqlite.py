@@ -188,7 +188,11 @@ class SqliteStore:
             raise ValueError("dense_index must be 'memory' or 'sqlite'")
         self.dense_index = dense_index
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            # 0600 (its -wal and -shm files take its mode) in a 0700 folder, when created here.
+            from ..private_files import private_file
+
+            private_file(self.path)
         self.embedder_id = embedder_id
         self.dim = dim
         self._lock = threading.RLock()
