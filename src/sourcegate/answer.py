@@ -9,6 +9,7 @@ from typing import Any, Callable, Protocol, runtime_checkable
 
 from .gate import Status
 from .models import Candidate
+from .normalize import fold
 from .judges.local import text as T
 from .judges.local.text import is_heading
 from .retrieve import lexical_overlap, query_terms
@@ -138,18 +139,34 @@ def _has_value(s: str) -> bool:
     return bool(stated_numbers(s))
 
 
+_INTERVAL_UNITS = {"h", "min", "s", "d", "wk", "mo", "yr"}
+
+
+def _has_interval(s: str) -> bool:
+    """A value that answers "how often": a time ("every 2,000 hours", "daily") or a count of uses
+    ("every 250 runs"), not a speed or a mass."""
+    for v in stated_numbers(s):
+        unit = v.split(" ", 1)[1]
+        if unit in _INTERVAL_UNITS or unit.isalpha() and unit not in T.UNITS.values():
+            return True
+    return bool(T.FREQ_RE.search(fold(s)))
+
+
 def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, int, str]]:
     terms = query_terms(query)
     wants_number = wants_value(query)
+    often = T.qtype(query) == "freq"
     scored = []
     for i, s in enumerate(sentences(text)):
         if is_heading(s, title):
             continue
         score = lexical_overlap(terms, s)
-        if wants_number and _has_value(s):
+        if wants_number and (_has_interval(s) if often else _has_value(s)):
             score += 0.35
-        elif wants_number and re.search(r"\d", s):
+        elif wants_number and not often and re.search(r"\d", s):
             score += 0.1
+        if often and T.FREQ_RE.search(fold(s)):
+            score += 0.2  # "every 250 runs", "toutes les 1 500 heures"
         # Headings like "Scope." carry no information of their own.
         if len(s) < 25:
             score -= 0.5
@@ -287,8 +304,10 @@ def evidence_lines(match_text: str, evidence: list[Candidate], k: int) -> list[s
     such, and sources that state different values are said to disagree."""
     top = max((c.tier or 0 for c in evidence), default=0)
     lines: list[str] = []
-    if any(c.gate_reason == _DISAGREES_EQUAL for c in evidence):
-        lines.append("The sources disagree (equally trusted, different values): check which applies before acting.")
+    split = [f"[{n}]" for n, c in enumerate(evidence, start=1) if c.gate_reason == _DISAGREES_EQUAL]
+    if split:
+        lines.append(f"The sources disagree ({', '.join(split)}): equally trusted, they state different values; "
+                     "check which applies before acting.")
     for n, c in enumerate(evidence, start=1):
         mark = ""
         if c.tier is not None and c.tier < top:

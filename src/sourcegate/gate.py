@@ -246,6 +246,8 @@ def _stated(values: list[str] | None) -> tuple[set[str], dict[str, set[float]]]:
     polar: set[str] = set()
     numbers: dict[str, set[float]] = {}
     for v in values or []:
+        if v.startswith("id:"):
+            continue
         if v in ("yes", "no"):
             polar.add(v)
             continue
@@ -259,7 +261,12 @@ def _stated(values: list[str] | None) -> tuple[set[str], dict[str, set[float]]]:
 
 def disagree(a: list[str] | None, b: list[str] | None) -> bool:
     """Two passages state different values for the same thing: a yes against a no, or numbers with the
-    same unit and none in common ("every 2,000 hours" against "every 20,000 hours")."""
+    same unit and none in common ("every 2,000 hours" against "every 20,000 hours"), unless the two
+    name different identifiers ("id:p-200", "id:p-300": two units, not one thing)."""
+    ida = {v for v in a or [] if v.startswith("id:")}
+    idb = {v for v in b or [] if v.startswith("id:")}
+    if ida and idb and not ida & idb:
+        return False  # about two different units (P-200, P-300): not the same thing
     pa, na = _stated(a)
     pb, nb = _stated(b)
     if len(pa) == 1 and len(pb) == 1 and pa != pb:

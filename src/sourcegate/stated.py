@@ -30,12 +30,31 @@ def numbers(sentence: str) -> list[str]:
     english = T.language(sentence) == "en"
     text = re.sub(r"\btr\s?/\s?min\b", "rpm", _undot(sentence, english), flags=re.I)
     out = []
+    bare = set()
     for value, unit, _ in T.quantities(text):
         if unit and unit != "year":
             v = f"{value:.6g}"
             if f"{v} {unit}" not in out:
                 out.append(f"{v} {unit}")
+        elif not unit:
+            bare.add(value)
+    # a count of something ("every 250 runs", "after 10,000 cycles"): the thing counted is the unit
+    for m in _COUNT.finditer(fold(text)):
+        noun = m.group("noun")
+        value = _number(m.group("num"))
+        if value in bare and noun not in T.STOP and noun not in _NOT_COUNTED:
+            item = f"{value:.6g} {noun[:-1] if noun.endswith('s') and len(noun) > 3 else noun}"
+            if item not in out:
+                out.append(item)
     return out
+
+
+_COUNT = re.compile(r"(?<![\w.,\-])(?P<num>\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+|\d+)(?![.,]\d)\s+(?P<noun>[a-z]{3,})\b")
+_NOT_COUNTED = {"and", "or", "to", "of", "the", "for", "with", "then", "et", "ou", "pour", "avec"}
+
+
+def _number(s: str) -> float:
+    return float(re.sub(r"[,\u202f\u00a0 ]", "", s))
 
 
 def polarity(query: str, sentence: str) -> str | None:
@@ -57,9 +76,15 @@ def polarity(query: str, sentence: str) -> str | None:
 
 
 def stated_values(query: str, sentence: str | None) -> list[str]:
-    """The values a quoted sentence states for `query`: its numbers with units, and its yes or no."""
+    """The values a quoted sentence states for `query`: its numbers with units, its yes or no, and
+    the identifiers it names ("id:p-200"), so that values about two units are never compared. A
+    sentence that names none of the question's identifiers but others states nothing for it."""
     if not sentence:
+        return []
+    ids = {i.lower() for i in T.identifiers(sentence)}
+    asked = {i.lower() for i in T.identifiers(query)}
+    if asked and ids and not (asked & ids):
         return []
     out = numbers(sentence)
     p = polarity(query, sentence)
-    return out + ([p] if p else [])
+    return out + ([p] if p else []) + (sorted(f"id:{i}" for i in ids) if out or p else [])
