@@ -216,8 +216,9 @@ def quoted(query: str, c: Candidate, k: int) -> list[str]:
              or [s for s in sents if q[:40] in _norm(s) or q[-40:] in _norm(s)][:1])
     if not first:
         return best
-    if wants_value(query) and not any(_has_value(s) for s in first):
-        valued = [r for r in ranked if _has_value(r[2]) and r[0] > 0]
+    holds = _has_interval if T.qtype(query) == "freq" else _has_value
+    if wants_value(query) and not any(holds(s) for s in first):
+        valued = [r for r in ranked if holds(r[2]) and r[0] > 0]
         if valued:
             return [valued[0][2]]
     first = first[:k]
