@@ -1,17 +1,23 @@
 """Server throughput: `sourcegate serve` on 127.0.0.1 with the demo corpus, N concurrent clients
 posting the demo questions to /v1/ask.
 
-    python bench/bench_server.py [--clients 1,2,4,8] [--requests 60] [--allow-degraded]
+    python bench/bench_server.py [--clients 1,2,4,8] [--requests 60] [--workers 1] [--allow-degraded]
     python bench/bench_server.py --clients 50 --duration 60    # overload: 503s, p95, audit lines
+    python bench/bench_server.py --workers 1,2 --clients 2,4,8 --requests 60   # processes, same load
 
 With --duration, every client posts in a loop until the time is up; the report counts answers,
 deliberate 503s (with their Retry-After), other errors, the p95 of the answered requests, and
 the audit lines written against the answers given.
+
+With --workers N,M the whole run is repeated for each count of server processes (`serve
+--workers N`), under the same load, one after the other on a fresh audit log each; each run ends
+with the audit lines counted against the answers given and `sourcegate audit verify` on the log.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import subprocess
@@ -34,12 +40,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(home: Path, port: int, judge: str, extra_env: dict[str, str], log: Path) -> subprocess.Popen:
+def _cli() -> list[str]:
+    exe = Path(sys.executable).parent / "sourcegate"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "sourcegate.cli"]
+
+
+def start_server(home: Path, port: int, judge: str, extra_env: dict[str, str], log: Path,
+                 workers: int = 1) -> subprocess.Popen:
     env = {**os.environ, "SOURCEGATE_HOME": str(home), "SOURCEGATE_JUDGE": judge, **extra_env}
     env.pop("MCP_API_KEY", None)  # localhost benchmark: no key
-    exe = Path(sys.executable).parent / "sourcegate"
-    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "sourcegate.cli"]
-    return subprocess.Popen([*cmd, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env, cwd=REPO,
+    return subprocess.Popen([*_cli(), "serve", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)],
+                            env=env, cwd=REPO,
                             # Logs go to a file: an unread pipe fills up and blocks the server's log writes.
                             stdout=subprocess.DEVNULL, stderr=log.open("w"), text=True)
 
@@ -56,6 +67,17 @@ def wait_ready(base: str, proc: subprocess.Popen, log: Path, timeout: float = 12
             pass
         time.sleep(0.3)
     raise SystemExit(f"the server did not answer /healthz within {timeout:.0f} s")
+
+
+def verify_audit(home: Path) -> dict:
+    """`sourcegate audit verify` on the run's log: whole chain, exit code and its summary line."""
+    r = subprocess.run([*_cli(), "audit", "verify", str(home / "audit.jsonl"), "--json"], capture_output=True, text=True,
+                       env={**os.environ, "SOURCEGATE_HOME": str(home)}, cwd=REPO)
+    try:
+        report = json.loads(r.stdout)
+    except json.JSONDecodeError:
+        report = {"output": (r.stdout + r.stderr)[-500:]}
+    return {"exit_code": r.returncode, "ok": r.returncode == 0, "report": report}
 
 
 def load(base: str, clients: int, total: int, questions: list[str], timeout: float) -> dict:
@@ -155,10 +177,56 @@ def _audit_lines(home: Path) -> int:
     return sum(1 for line in path.open(encoding="utf-8") if line.strip()) if path.exists() else 0
 
 
+def run_one(args, questions: list[str], extra: dict[str, str], workers: int) -> dict:
+    """One server with `workers` processes on a fresh home: warm it, run the load, count and verify the audit log."""
+    with tempfile.TemporaryDirectory(prefix="sg-bench-server-") as tmp:
+        home = Path(tmp)
+        ingest_corpus(demo_settings(home), DEMO / "corpus")
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        log = home / "server.log"
+        proc = start_server(home, port, args.judge, extra, log, workers)
+        answers = 0
+        try:
+            wait_ready(base, proc, log)
+            first = httpx.post(base + "/v1/ask", json={"query": questions[0]}, timeout=120.0)
+            first.raise_for_status()
+            if first.json().get("degraded") and not args.allow_degraded:
+                raise SystemExit("the server's judge is unavailable (degraded answers): make the local judge work, "
+                                 "or pass --allow-degraded to measure the serving path without judging")
+            answers += 1
+            # Warm every worker: each loads its own judge on its first question.
+            for q in questions[:5 * workers]:
+                answers += httpx.post(base + "/v1/ask", json={"query": q}, timeout=120.0).status_code == 200
+            if args.duration:
+                before = _audit_lines(home)
+                result = soak(base, int(args.clients.split(",")[0]), args.duration, questions, args.timeout)
+                result["audit_lines"] = _audit_lines(home) - before
+                result["server_env"] = extra
+                rows = None
+                answers += result["answered"]
+            else:
+                rows = [load(base, n, args.requests, questions, args.timeout)
+                        for n in [int(x) for x in args.clients.split(",")]]
+                answers += sum(r["status_codes"].get(200, 0) for r in rows)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        audit = {"lines": _audit_lines(home), "answers": answers, "verify": verify_audit(home)}
+    if rows is None:
+        result["audit"] = audit
+        return {"workers": workers, "soak": result}
+    return {"workers": workers, "levels": rows, "audit": audit}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", default="1,2,4,8")
     ap.add_argument("--requests", type=int, default=60, help="requests per concurrency level")
+    ap.add_argument("--workers", default="1", help="server processes (serve --workers), one run per value: 1,2")
     ap.add_argument("--judge", default="local")
     ap.add_argument("--allow-degraded", action="store_true",
                     help="measure even when the judge is unavailable (answers are then degraded abstentions)")
@@ -169,52 +237,39 @@ def main() -> None:
                     help="soak: every client posts in a loop for this many seconds (one --clients value)")
     args = ap.parse_args()
     questions = demo_questions()
-    with tempfile.TemporaryDirectory(prefix="sg-bench-server-") as tmp:
-        home = Path(tmp)
-        ingest_corpus(demo_settings(home), DEMO / "corpus")
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        extra = dict(kv.split("=", 1) for kv in args.env)
-        log = home / "server.log"
-        proc = start_server(home, port, args.judge, extra, log)
-        try:
-            wait_ready(base, proc, log)
-            first = httpx.post(base + "/v1/ask", json={"query": questions[0]}, timeout=120.0)
-            first.raise_for_status()
-            if first.json().get("degraded") and not args.allow_degraded:
-                raise SystemExit("the server's judge is unavailable (degraded answers): make the local judge work, "
-                                 "or pass --allow-degraded to measure the serving path without judging")
-            for q in questions[:5]:
-                httpx.post(base + "/v1/ask", json={"query": q}, timeout=120.0)
-            if args.duration:
-                before = _audit_lines(home)
-                result = soak(base, int(args.clients.split(",")[0]), args.duration, questions, args.timeout)
-                result["audit_lines"] = _audit_lines(home) - before
-                result["server_env"] = extra
-                rows = None
-            else:
-                rows = [load(base, n, args.requests, questions, args.timeout)
-                        for n in [int(x) for x in args.clients.split(",")]]
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    if rows is None:
-        r = result
-        emit("server-soak", {"judge": args.judge, **r},
-             f"{r['clients']} clients for {r['duration_s']} s: {r['answered']} answered ({r['answered_per_s']}/s), "
-             f"{r['rejected_503']} 503s, errors {r['errors'] or 'none'}, answered p50/p95 "
-             f"{r['latency_answered_ms']['p50']}/{r['latency_answered_ms']['p95']} ms, "
-             f"audit lines {r['audit_lines']} for {r['answered']} answers")
+    extra = dict(kv.split("=", 1) for kv in args.env)
+    runs = [run_one(args, questions, extra, int(w)) for w in args.workers.split(",")]
+
+    def audit_text(a: dict) -> str:
+        return (f"audit lines {a['lines']} for {a['answers']} answers, verify "
+                f"{'clean' if a['verify']['ok'] else 'FAILED: ' + json.dumps(a['verify']['report'])[:300]}")
+
+    if args.duration:
+        for run in runs:
+            r = run["soak"]
+            emit("server-soak", {"judge": args.judge, "workers": run["workers"], **r},
+                 f"{run['workers']} workers, {r['clients']} clients for {r['duration_s']} s: {r['answered']} answered "
+                 f"({r['answered_per_s']}/s), {r['rejected_503']} 503s, errors {r['errors'] or 'none'}, answered p50/p95 "
+                 f"{r['latency_answered_ms']['p50']}/{r['latency_answered_ms']['p95']} ms, "
+                 f"audit lines {r['audit_lines']} for {r['answered']} answers; {audit_text(r['audit'])}")
         return
-    best = max(rows, key=lambda r: r["req_per_s"])
-    emit("server", {"judge": args.judge, "server_env": extra, "levels": rows},
-         "; ".join(f"{r['clients']} clients: {r['req_per_s']} req/s, p50/p95 {r['latency_ms']['p50']}/{r['latency_ms']['p95']} ms"
-                   + (f", {r['degraded']} degraded" if r["degraded"] else "")
-                   + (f", errors {r['errors']}" if r["errors"] else "") for r in rows)
-         + f" | best {best['req_per_s']} req/s at {best['clients']} clients")
+    lines = []
+    for run in runs:
+        rows = run["levels"]
+        best = max(rows, key=lambda r: r["req_per_s"])
+        lines.append(f"{run['workers']} workers: " + "; ".join(
+            f"{r['clients']} clients: {r['req_per_s']} req/s, p50/p95 {r['latency_ms']['p50']}/{r['latency_ms']['p95']} ms"
+            + (f", {r['degraded']} degraded" if r["degraded"] else "")
+            + (f", errors {r['errors']}" if r["errors"] else "") for r in rows)
+            + f" | best {best['req_per_s']} req/s at {best['clients']} clients; {audit_text(run['audit'])}")
+    if len(runs) > 1:
+        base_run = runs[0]
+        for run in runs[1:]:
+            ratios = [f"{b['clients']} clients x{r['req_per_s'] / b['req_per_s']:.2f}"
+                      for b, r in zip(base_run["levels"], run["levels"]) if b["req_per_s"]]
+            lines.append(f"throughput {run['workers']} workers / {base_run['workers']}: " + ", ".join(ratios))
+    emit("server", {"judge": args.judge, "server_env": extra, "runs": runs,
+                    "levels": runs[0]["levels"] if len(runs) == 1 else None}, " || ".join(lines))
 
 
 if __name__ == "__main__":

@@ -607,15 +607,24 @@ def judge(ctx: click.Context, file, as_json: bool) -> None:
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--workers", type=click.IntRange(min=1), default=None, envvar="SERVE_WORKERS",
+              help="Server processes sharing the port, the index and the audit log [env SERVE_WORKERS; "
+                   "default: one per CPU core]. Admission limits (SERVE_MAX_*) are per worker.")
 @click.pass_context
-def serve(ctx: click.Context, host: str, port: int) -> None:
+def serve(ctx: click.Context, host: str, port: int, workers: int | None) -> None:
     """Serve MCP (Streamable HTTP at /mcp), REST (/v1/ask), the web page (/), /healthz and /metrics."""
     from .server.app import serve as run_server
 
     check_judge(_settings(ctx))
     _check_writer(_settings(ctx))
     _library(_settings(ctx)).close()
-    run_server(_settings(ctx), host=host, port=port)
+    from .server.workers import default_workers, serve_workers
+
+    workers = workers or default_workers()
+    if workers == 1:
+        run_server(_settings(ctx), host=host, port=port)
+    else:
+        ctx.exit(serve_workers(_settings(ctx), host=host, port=port, workers=workers))
 
 
 @cli.command()

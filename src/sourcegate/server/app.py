@@ -717,7 +717,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     return app
 
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000, sockets: list | None = None) -> None:
+    """Serve until SIGTERM; on `sockets` already bound (a worker of `serve --workers`) when given."""
     import uvicorn
 
     from ..logs import configure_logging
@@ -730,7 +731,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
     if not audit_lookup:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the "
                     "library; /v1/audit is turned off (403) until MCP_API_KEY is set")
-    uvicorn.Server(server_config(create_app(settings, audit_lookup=audit_lookup), settings, host=host, port=port)).run()
+    uvicorn.Server(server_config(create_app(settings, audit_lookup=audit_lookup), settings, host=host, port=port)).run(sockets=sockets)
 
 
 def server_config(app: ASGIApp, settings: Settings, **kw: Any):

@@ -12,6 +12,7 @@ most confident window is kept. All passages of a question go through in one padd
 from __future__ import annotations
 
 import json
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +66,8 @@ class Reader:
         self.version = str(self.meta.get("sha256", {}).get(ONNX_NAME, ""))[:10]
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # `serve --workers N` gives each worker process its share of the cores (SOURCEGATE_JUDGE_THREADS).
+        threads = threads or int(os.environ.get("SOURCEGATE_JUDGE_THREADS") or 0) or None
         if threads:
             opts.intra_op_num_threads = threads
         self.session = ort.InferenceSession(str(d / ONNX_NAME), sess_options=opts, providers=["CPUExecutionProvider"])

@@ -1,0 +1,173 @@
+"""`sourcegate serve --workers N`: N server processes on one listening socket.
+
+Answering is CPU-bound and much of it holds Python's global interpreter lock, so one process
+leaves cores idle however many threads it runs. The parent binds the socket once and forks N
+workers that accept on it (the kernel hands each connection to one of them); each worker runs the
+same app as a single-process `serve`, with its own admission control, judge and audit writer.
+
+What the workers share, and why it is safe:
+
+- the index: SQLite opened read-only by each worker (WAL, no write lock), or a server store;
+- the audit log: every append takes an exclusive `flock` on the file, reads the last line and
+  chains the new record to it in one `write` (`audit.AuditLog`), so N writers keep one linear hash
+  chain (`bench/bench_server.py --workers 1,2` counts the lines and verifies the chain after the
+  run); the lookup index `<log>.index` catches up with lines other processes appended;
+- the metrics: the workers write to one `PROMETHEUS_MULTIPROC_DIR` (a temporary folder unless
+  one is set), so `/metrics` from any worker reports the sum over all of them.
+
+Admission limits are per worker: with `SERVE_MAX_CONCURRENCY` unset, each worker answers
+`cores / N` questions at once (at least one), and `SERVE_MAX_QUEUE` questions may wait in each.
+
+SIGTERM or SIGINT to the parent is passed to every worker as SIGTERM: each stops accepting,
+finishes and audits the questions in flight (within `SERVE_SHUTDOWN_TIMEOUT_S`), and exits; the
+parent exits when they all have. A worker that dies otherwise is started again.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from multiprocessing.connection import wait
+
+from ..settings import Settings
+
+log = logging.getLogger("sourcegate.serve")
+
+RESTART_DELAY_S = 1.0
+# A worker that exits this soon after it started, this many times in a row, stops the server.
+QUICK_DEATH_S = 10.0
+MAX_QUICK_DEATHS = 3
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+def per_worker_concurrency(settings: Settings, workers: int) -> int:
+    """Questions one worker answers at once: SERVE_MAX_CONCURRENCY when set, else its share of the cores."""
+    if settings.serve_max_concurrency > 0:
+        return settings.serve_max_concurrency
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host.strip("[]"), port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _worker(settings: Settings, host: str, port: int, sock: socket.socket, number: int, workers: int) -> None:
+    # The parent's handlers are not the worker's: uvicorn installs its own (graceful shutdown).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.environ["SOURCEGATE_WORKER"] = str(number)
+    # One worker's judge uses its share of the cores: N workers each running a full-width thread
+    # pool on the same cores only trade the cores back and forth.
+    os.environ.setdefault("SOURCEGATE_JUDGE_THREADS", str(max(1, (os.cpu_count() or 1) // max(1, workers))))
+    from .app import serve
+
+    serve(settings, host=host, port=port, sockets=[sock])
+
+
+def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int:
+    """Run `workers` server processes on HOST:PORT until SIGTERM/SIGINT; returns the exit code."""
+    from ..logs import configure_logging
+
+    configure_logging(settings.log_level or "info")
+    metrics_dir = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        metrics_dir = tempfile.mkdtemp(prefix="sourcegate-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+    # prometheus_client picks its value store when imported: pick again now that the folder is set.
+    from prometheus_client import values
+
+    values.ValueClass = values.get_value_class()
+    worker_settings = settings.model_copy(update={"serve_max_concurrency": per_worker_concurrency(settings, workers)})
+    sock = bind(host, port)
+    ctx = multiprocessing.get_context("fork")
+    procs: dict[int, multiprocessing.process.BaseProcess] = {}
+    stopping = False
+
+    started: dict[int, float] = {}
+    quick_deaths = 0
+    stop_deadline: float | None = None
+    failed = False
+
+    def start(number: int) -> None:
+        p = ctx.Process(target=_worker, args=(worker_settings, host, port, sock, number, workers), name=f"sourcegate-worker-{number}",
+                        daemon=False)
+        p.start()
+        procs[number] = p
+        started[number] = time.monotonic()
+
+    def stop(signum, frame) -> None:  # noqa: ARG001
+        nonlocal stopping
+        if not stopping:
+            log.info("stopping %d workers (signal %s)", len(procs), signal.Signals(signum).name)
+        stopping = True
+        for p in procs.values():
+            if p.is_alive() and p.pid:
+                try:
+                    os.kill(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        log.info("serving on %s:%d with %d workers, %d questions at once each", host, port, workers,
+                 worker_settings.serve_max_concurrency)
+        for n in range(workers):
+            start(n)
+        while procs:
+            if stopping and stop_deadline is None:
+                stop_deadline = time.monotonic() + settings.serve_shutdown_timeout_s + 10
+            if stop_deadline is not None and time.monotonic() > stop_deadline:
+                log.warning("workers still running past the shutdown timeout: killing them")
+                for p in procs.values():
+                    p.kill()
+            sentinels = {p.sentinel: n for n, p in procs.items()}
+            for ready in wait(list(sentinels), timeout=1.0):
+                n = sentinels[ready]
+                p = procs.pop(n)
+                p.join()
+                if metrics_dir is not None or os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+                    try:
+                        from prometheus_client import multiprocess
+
+                        multiprocess.mark_process_dead(p.pid)
+                    except Exception:  # metrics are best effort; serving goes on
+                        pass
+                if stopping:
+                    continue
+                quick_deaths = quick_deaths + 1 if time.monotonic() - started[n] < QUICK_DEATH_S else 0
+                if quick_deaths >= MAX_QUICK_DEATHS:
+                    log.error("workers keep exiting at start (last exit code %s): stopping; see the lines above",
+                              p.exitcode)
+                    stop(signal.SIGTERM, None)
+                    failed = True
+                    continue
+                log.warning("worker %d exited with code %s: starting it again", n, p.exitcode)
+                time.sleep(RESTART_DELAY_S)
+                if not stopping:
+                    start(n)
+        return 1 if failed else 0
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        for p in procs.values():
+            if p.is_alive():
+                p.kill()
+        sock.close()
+        if metrics_dir is not None:
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)

@@ -1,0 +1,134 @@
+"""`sourcegate serve --workers 2` as a real process tree: both workers answer on one port (REST and
+MCP through the official client), the audit log they share stays one whole hash chain with a
+line per answer, /metrics adds up every worker, a killed worker is started again, and SIGTERM
+stops them all after the questions in flight."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import httpx2
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from test_cli import _recorded
+from test_server_fixtures import demo_home, free_socket, run_async
+
+from sourcegate.audit import read_records, verify_chain
+
+Q = "How often should I grease the bearings on pump P-200?"
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.add(int(entry.name))
+    return out
+
+
+def _wait(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_two_workers_share_one_port_one_audit_chain_and_stop_together(tmp_path):
+    scores = _recorded(tmp_path, Q, {"PROC-P200-BRG-R2": {"is_relevant": 0.97, "contains_answer_evidence": 0.95}})
+    audit = tmp_path / "audit.jsonl"
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCEGATE_", "AUDIT_", "MCP_", "SERVE_"))}
+    env.update(SOURCEGATE_HOME=str(demo_home()), AUDIT_LOG_PATH=str(audit), SOURCEGATE_JUDGE="recorded",
+               SOURCEGATE_RECORDED_SCORES=str(scores), MCP_API_KEY="workers-key")
+    log_path = tmp_path / "server.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "sourcegate.cli", "serve", "--port", str(port), "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    base = f"http://127.0.0.1:{port}"
+    headers = {"x-api-key": "workers-key"}
+    try:
+        workers = _wait(lambda: len(_children(proc.pid)) == 2 and _children(proc.pid), 60, "two workers")
+
+        def ready() -> bool:
+            assert proc.poll() is None, log_path.read_text()[-2000:]
+            try:  # each connection may reach either worker: ask until both said ready in a row
+                return all(httpx.get(base + "/readyz", timeout=2).status_code == 200 for _ in range(6))
+            except httpx.HTTPError:
+                return False
+
+        _wait(ready, 120, "both workers ready")
+
+        def ask(_: int) -> dict:
+            with httpx.Client(base_url=base, headers=headers, timeout=60) as c:  # a connection of its own
+                r = c.post("/v1/ask", json={"query": Q})
+                assert r.status_code == 200, r.text
+                return r.json()
+
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(ask, range(40)))
+        assert all(a["status"] == "answer_from_evidence" for a in answers)
+
+        async def over_mcp() -> list[str]:
+            out = []
+            for _ in range(4):  # a new session (and connection) each time, whichever worker takes it
+                async with httpx2.AsyncClient(headers=headers, timeout=60) as http, \
+                        streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
+                    async with ClientSession(r, w) as session:
+                        await session.initialize()
+                        res = await session.call_tool("search_procedures", {"query": Q})
+                        assert not res.is_error
+                        out.append(res.structured_content["audit_id"])
+            return out
+
+        mcp_ids = run_async(over_mcp, 120)
+
+        # Every worker wrote to the one log: one line per answer, one unbroken chain.
+        records = [rec for _, rec, _ in read_records(audit)]
+        ids = [a["audit_id"] for a in answers] + mcp_ids
+        assert sorted(r["audit_id"] for r in records) == sorted(ids)
+        assert [r["seq"] for r in records] == list(range(1, len(ids) + 1))
+        report = verify_chain(audit)
+        assert report.ok and report.records == len(ids), report.breaks
+        # /metrics is the sum over the workers (the total would be about half with per-process values).
+        text = httpx.get(base + "/metrics", headers=headers, timeout=10).text
+        total = sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                    if line.startswith("sourcegate_asks_total{"))
+        assert total == len(ids), text[:2000]
+
+        # A worker that dies is started again, and the server keeps answering meanwhile.
+        victim = sorted(workers)[0]
+        os.kill(victim, signal.SIGKILL)
+        replaced = _wait(lambda: (kids := _children(proc.pid)) and len(kids) == 2 and victim not in kids and kids, 60,
+                         "the killed worker to be replaced")
+        assert ask(0)["status"] == "answer_from_evidence"
+        assert "worker 0 exited" in log_path.read_text() or "worker 1 exited" in log_path.read_text()
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+        assert not (_children(proc.pid) & replaced)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+    text = log_path.read_text()
+    assert text.count("Application shutdown complete") >= 2, text[-3000:]
+    events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    assert any("2 workers" in e.get("event", "") for e in events)
