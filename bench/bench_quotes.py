@@ -95,7 +95,8 @@ def judge_quote(question: str, bridge_terms: list[str], quote: str, passage: str
         return False, "ends mid-sentence"
     head = text[:i]
     cut_before = q[:1].isdigit() and re.search(r"\d[,.\u202f\u00a0 ]?$", head) and not re.search(r"\d\.\s+$", head)
-    if re.match(r"^[,.\u202f\u00a0 ]?\d", after) or cut_before:
+    cut_after = q[-1:].isdigit() and re.match(r"^[,.\u202f\u00a0 ]?\d", after)
+    if cut_before or cut_after:
         return False, "a number cut"
     if q.rstrip(".").strip().lower() == norm(title).lower() or len(q.split()) < 4 or q.endswith(":"):
         return False, "a title, heading or label"

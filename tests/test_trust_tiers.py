@@ -205,6 +205,26 @@ def test_an_answer_beside_a_conflict_shows_it_in_json_cli_and_mcp(lab, tmp_path)
     assert data["conflicts"][0]["reason"] == "contradicts_premise" and data["evidence"][0]["tier"] == 2
 
 
+def test_a_model_written_answer_beside_a_conflict_opens_with_it(lab, tmp_path):
+    """The model words the forum's answer from the evidence it is given; the opening lines that name
+    the contradicted premise and cite the procedure are sourcegate's own, numbered after the evidence."""
+    from fakes.chat_server import FakeChatServer
+
+    with FakeChatServer("One user has run the HG-3 rotor at 30,000 rpm for years without trouble [1].") as local:
+        gate = lab_gate(lab, tmp_path / "audit.jsonl", gate_trust_tiers=EQUAL, writer="llm", llm_writer_policy="local",
+                        llm_writer_local=local.url + "/v1", llm_writer_local_model="m")
+        r = gate.ask(SPEED_Q)
+        gate.close()
+        prompt = local.bodies[0]["messages"][-1]["content"]
+    assert r.status == "answer_from_evidence" and r.writer.path == "local", r.writer.fallback_reason
+    assert r.answer.startswith('Warning: the documents contradict a premise of the question: "Can the HG-3 rotor run '
+                               'at 30,000 rpm". What they say:\n- "Never run the HG-3 rotor above 20,000 rpm')
+    assert "\nOne user has run the HG-3 rotor at 30,000 rpm for years without trouble [1]." in r.answer
+    sources = r.answer.split("Sources:\n")[1]
+    assert "[1] Forum: HG-3 speed" in sources and "[2] HG-3 homogeniser operating procedure" in sources
+    assert "Never run" not in prompt  # the model reads the evidence alone
+
+
 def test_a_less_trusted_source_that_states_another_value_is_shown_as_a_conflict(lab, tmp_path):
     gate = lab_gate(lab, tmp_path / "audit.jsonl")
     r = gate.ask(SEAL_Q)

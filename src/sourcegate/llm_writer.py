@@ -74,6 +74,11 @@ CONFLICT_PREFACE = {
 }
 
 
+def _lead(preface: str) -> str:
+    """sourcegate's own opening before the model's text: a sentence (a space after it), or lines."""
+    return "" if not preface else preface if preface.endswith("\n") else preface + " "
+
+
 def conflict_preface(query: str) -> str:
     lang = detect_language(query) or "en"
     return CONFLICT_PREFACE.get(lang, CONFLICT_PREFACE["en"]).format(premise=extract_premise(query))
@@ -444,7 +449,7 @@ class _CheckedStream:
             if found:
                 self.failed = True
                 return
-            lead = (self.preface + " ") if self.sent == 0 and self.preface else ""
+            lead = _lead(self.preface) if self.sent == 0 else ""
             self.emit(("" if self.sent == 0 else " ") + lead + sentence)
             self.sent += 1
 
@@ -594,7 +599,7 @@ class LLMWriter:
                 src, cites = _sources(passages + (conflicts if lead else []))
                 text = outcome.pop("text")
                 return WrittenAnswer(
-                    (preface + " " if preface else "") + text + "\n\n" + src, cites, self.name, path=ep.role, model=outcome.get("model"),
+                    _lead(preface) + text + "\n\n" + src, cites, self.name, path=ep.role, model=outcome.get("model"),
                     fallback_reason=_reasons(attempts[:-1]), attempts=attempts, declared_remote=self.declared_remote,
                 )
         out = self.fallback.write(query, status, evidence, conflicts, search_text)
