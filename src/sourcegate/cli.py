@@ -613,11 +613,14 @@ def judge(ctx: click.Context, file, as_json: bool) -> None:
 @click.pass_context
 def serve(ctx: click.Context, host: str, port: int, workers: int | None) -> None:
     """Serve MCP (Streamable HTTP at /mcp), REST (/v1/ask), the web page (/), /healthz and /metrics."""
+    from .library import check_location
     from .server.app import serve as run_server
 
     check_judge(_settings(ctx))
     _check_writer(_settings(ctx))
-    _library(_settings(ctx)).close()
+    # A mistyped URL or a missing index ends here; an empty, locked or unreachable store does not:
+    # the server starts, says so on /readyz and opens it once it can (tried after 1, 2, 5, then every 10 s).
+    check_location(_settings(ctx))
     from .server.workers import default_workers, serve_workers
 
     workers = workers or default_workers()

@@ -55,6 +55,21 @@ def empty_message(settings: Settings, where: str) -> str:
     return f"the index at {where} holds no documents: {_fill_hint(settings)}"
 
 
+def check_location(settings: Settings) -> None:
+    """What `serve` checks before it starts, without opening the store: a URL of a form sourcegate
+    takes, and for SQLite an index file that exists (waiting fixes neither). A store that is
+    empty, locked or unreachable is the running server's state (`/readyz`), retried until it can
+    be opened. Raises `LibraryUnavailable`."""
+    location = settings.store_location
+    try:
+        kind = store_kind(location)
+    except StoreURLError as e:
+        raise LibraryUnavailable(f"{e} (set by SOURCEGATE_STORE or --store)", "bad_url") from None
+    if kind == "sqlite" and not sqlite_path(location).expanduser().is_file():
+        raise LibraryUnavailable(f"no index at {describe_location(location)}{_relative_note(settings)}: "
+                                 f"{_fill_hint(settings)}", "missing")
+
+
 def open_library(settings: Settings, embedder_id: str, dim: int, *, require_documents: bool = True) -> Store:
     """The settings' store, opened. Raises `LibraryUnavailable` when the URL is not one sourcegate
     takes, the server cannot be reached, or (with `require_documents`) the index does not exist

@@ -41,6 +41,7 @@ from ..audit import AuditLog, AuditRecordDamaged, AuditWriteError, verify
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
 from ..settings import Settings
+from ..store.base import StoreUnavailable
 from .admission import AdmissionControl, Overloaded, Unavailable
 from .mcp_tool import build_mcp_server
 from .metrics import CONTENT_TYPE_LATEST, Metrics
@@ -436,6 +437,10 @@ def _web_page() -> str:
     return resources.files("sourcegate.server").joinpath("static/index.html").read_text(encoding="utf-8")
 
 
+STORE_UNAVAILABLE = ("the library's store cannot be reached now (the server keeps trying; the operator can see "
+                     "why in the server log)")
+# Retry-After of a question refused because the store cannot be reached.
+STORE_RETRY_S = 5
 AUDIT_UNWRITABLE = ("no answer is given while the audit log cannot be written (auditing is on); "
                     "the operator must fix it (see the server log)")
 
@@ -526,6 +531,12 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             metrics.observe_rejected(interface, "query")
             log_rejected(interface, "query", rid)
             raise
+        except StoreUnavailable as e:
+            # The database is down or not answering: a 503 the client can retry, fast (the store
+            # waits for a connection a few seconds at most), never a 500 with the driver's text.
+            metrics.observe_rejected(interface, "not_ready")
+            log.error("the store cannot be reached", extra={"request_id": rid, "interface": interface, "error": str(e)})
+            raise Unavailable(STORE_UNAVAILABLE, "store_unreachable", retry_after=STORE_RETRY_S) from None
         except AuditWriteError as e:
             # The answer exists but cannot be recorded: it is not given.
             metrics.observe_error(interface)

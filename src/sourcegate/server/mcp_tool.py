@@ -238,6 +238,10 @@ def build_mcp_server(settings: Settings, ask: AskFn) -> Server:
             # Overload or a server that cannot answer: the tool's equivalent of HTTP 503.
             retry = f" Call the tool again in {e.retry_after} s." if e.retry_after else ""
             return error_result(f"not answered: {e}.{retry} Do not answer from memory meanwhile.")
+        except Exception as e:  # anything else is still a tool error the agent can read, not a protocol fault
+            log.error("tool call failed", extra={"error": type(e).__name__})
+            return error_result("not answered: the server failed on this question (the operator can see why in the "
+                                "server log). Do not answer from memory.")
         return to_tool_result(result)
 
     return Server(

@@ -11,6 +11,12 @@ import numpy as np
 from ..models import Candidate, Chunk, Document
 
 
+class StoreUnavailable(RuntimeError):
+    """The store cannot be reached now (a database server down or not answering). The server
+    answers 503 with Retry-After (the MCP tool: a tool error) and tries again; the message names
+    the store, never a password."""
+
+
 @dataclass(frozen=True)
 class SearchFilters:
     """Metadata filters applied inside the store. Archived revisions are excluded by default:

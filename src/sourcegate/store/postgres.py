@@ -24,6 +24,8 @@ from __future__ import annotations
 import logging
 import re
 import struct
+import threading
+import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from urllib.parse import urlsplit, urlunsplit
@@ -32,7 +34,7 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, checked_upsert
+from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, StoreUnavailable, checked_upsert
 from .sqlite import fts_terms
 
 log = logging.getLogger(__name__)
@@ -165,6 +167,23 @@ def _vector_adapters(conn) -> None:
     conn.adapters.register_loader(info.oid, VectorTextLoader)
 
 
+# The longest a question waits for a connection to PostgreSQL; after a failure, the pool is built
+# again at most this often (in between, questions get a 503 at once).
+POOL_WAIT_S = 5.0
+POOL_RETRY_S = 1.0
+
+
+def _connection_lost(e: BaseException) -> bool:
+    """Whether `e` says the database cannot be reached (rather than a query it refused)."""
+    from psycopg_pool import PoolTimeout
+
+    if isinstance(e, PoolTimeout):
+        return True
+    conn_state = getattr(e, "sqlstate", None)
+    # 08xxx: connection exceptions; 57P01-57P03: the server shutting down or not accepting yet.
+    return conn_state is None or conn_state.startswith("08") or conn_state in ("57P01", "57P02", "57P03")
+
+
 class PostgresStore:
     vector_backend = "pgvector-hnsw"
 
@@ -201,9 +220,13 @@ class PostgresStore:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise RuntimeError(f"cannot connect to PostgreSQL at {self.location}: {first} "
                                "(check SOURCEGATE_STORE and that the server is running)") from None
-        self._pool = ConnectionPool(url, min_size=1, max_size=max(1, pool_size), kwargs={"autocommit": True},
-                                    configure=self._configure, open=True, name="sourcegate",
-                                    timeout=max(connect_timeout, 30.0))
+        self._pool_size = max(1, pool_size)
+        # A question waits this long at most for a connection (the database down or not answering),
+        # then gets a 503; so does a connection attempt.
+        self._wait_s = min(float(connect_timeout), POOL_WAIT_S)
+        self._pool_lock = threading.Lock()
+        self._pool_failed_at: float | None = None
+        self._pool = self._new_pool()
         self._lexeme_freq: tuple[float, int, dict[str, float]] | None = None
 
     # -- schema -------------------------------------------------------------------------------
@@ -283,7 +306,7 @@ class PostgresStore:
         """Loading an empty store (a first ingest or `store copy` of a large library): the HNSW index
         is built once at the end, several times faster than inserting into it row by row. Searches
         during the load scan exactly. On a store that already holds chunks it changes nothing."""
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             empty = conn.execute("SELECT NOT EXISTS (SELECT 1 FROM chunks)").fetchone()[0]
             if empty:
                 conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
@@ -291,10 +314,65 @@ class PostgresStore:
             yield
         finally:
             if empty:
-                with self._pool.connection() as conn:
+                with self._connection() as conn:
                     self._build_vector_index(conn)
                     conn.execute("ANALYZE chunks")
                 self._lexeme_freq = None
+
+    def _new_pool(self):
+        from psycopg_pool import ConnectionPool
+
+        # Each connection is checked as it is handed out: one that died with the database (a
+        # restart) is replaced there, rather than failing the first question after it is back.
+        return ConnectionPool(self.url, min_size=1, max_size=self._pool_size,
+                              kwargs={"autocommit": True, "connect_timeout": max(1, int(self._wait_s))},
+                              configure=self._configure, open=True, name="sourcegate", timeout=self._wait_s,
+                              check=ConnectionPool.check_connection)
+
+    def _current_pool(self):
+        """The pool; after the database went away, a new one once a connection can be made again
+        (tried at most every POOL_RETRY_S: in between, and when it fails, StoreUnavailable at once)."""
+        import psycopg
+
+        with self._pool_lock:
+            if self._pool is not None:
+                return self._pool
+            if self._pool_failed_at is not None and time.monotonic() - self._pool_failed_at < POOL_RETRY_S:
+                raise StoreUnavailable(f"cannot reach PostgreSQL at {self.location} (tried "
+                                       f"{time.monotonic() - self._pool_failed_at:.1f} s ago)")
+            try:  # one plain connection first: a pool would keep retrying in the background instead
+                psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._wait_s))).close()
+            except psycopg.OperationalError as e:
+                self._pool_failed_at = time.monotonic()
+                raise StoreUnavailable(f"cannot reach PostgreSQL at {self.location}: {type(e).__name__}") from None
+            self._pool = self._new_pool()
+            return self._pool
+
+    def _drop_pool(self, pool) -> None:
+        """Forget a pool whose database went away: its reconnection backs off (up to minutes), so
+        the next question after the database is back gets a fresh pool, which connects at once."""
+        with self._pool_lock:
+            if self._pool is not pool:
+                return
+            self._pool = None
+            self._pool_failed_at = time.monotonic()
+        threading.Thread(target=pool.close, kwargs={"timeout": 0}, name="sourcegate-pool-close", daemon=True).start()
+
+    @contextmanager
+    def _connection(self):
+        """A pooled connection; the database down, not answering or gone mid-query is
+        `StoreUnavailable` (within `POOL_WAIT_S`), never the driver's own error."""
+        import psycopg
+        from psycopg_pool import PoolTimeout
+
+        pool = self._current_pool()
+        try:
+            with pool.connection() as conn:
+                yield conn
+        except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
+            if _connection_lost(e):
+                self._drop_pool(pool)
+            raise StoreUnavailable(f"cannot use PostgreSQL at {self.location} now: {type(e).__name__}") from None
 
     def _configure(self, conn) -> None:
         _vector_adapters(conn)
@@ -304,7 +382,7 @@ class PostgresStore:
         conn.execute("SET hnsw.iterative_scan = strict_order")
 
     def migrations(self) -> list[str]:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
 
     # -- writes -------------------------------------------------------------------------------
@@ -334,7 +412,7 @@ class PostgresStore:
              tsv_text(doc.title, ch.heading, ch.text))
             for ch, vec, feat in zip(chunks, vectors, features)
         ]
-        with self._pool.connection() as conn, conn.transaction():
+        with self._connection() as conn, conn.transaction():
             if not self.durable_writes:
                 conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
@@ -345,7 +423,7 @@ class PostgresStore:
                     cur.executemany(self._UPSERT_CHUNK, rows)
 
     def delete_document(self, doc_id: str) -> bool:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             return conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,)).rowcount > 0
 
     # -- reads --------------------------------------------------------------------------------
@@ -357,12 +435,12 @@ class PostgresStore:
                               updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9])
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             r = conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
         return self._record(r) if r else None
 
     def list_documents(self) -> list[DocumentRecord]:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             rows = conn.execute(f"SELECT {self._DOC_COLS} FROM documents ORDER BY id").fetchall()
         return [self._record(r) for r in rows]
 
@@ -386,7 +464,7 @@ class PostgresStore:
         where, params = self._filter_sql(filters)
         sql = ("SELECT id, 1 - (embedding <=> %b) FROM chunks" + (f" WHERE {where}" if where else "")
                + " ORDER BY embedding <=> %b LIMIT %s")
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             rows = conn.execute(sql, [q, *params, q, k]).fetchall()
         return [(cid, float(s)) for cid, s in rows]
 
@@ -397,7 +475,7 @@ class PostgresStore:
         if not terms:
             return []
         where, params = self._filter_sql(filters)
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             rare, common = self._plan(conn, terms)
             hits = self._ranked(conn, rare, where, params, k) if rare else []
             if len(hits) < k and common:
@@ -477,7 +555,7 @@ class PostgresStore:
     def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
         if not chunk_ids:
             return []
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             rows = conn.execute(
                 """SELECT c.id, c.doc_id, d.title, c.text, d.url, d.version, d.status, d.source_type, d.content_hash,
                    c.page, c.heading, c.features FROM chunks c JOIN documents d ON d.id = c.doc_id
@@ -492,12 +570,12 @@ class PostgresStore:
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         if not chunk_ids:
             return {}
-        with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+        with self._connection() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute("SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (list(chunk_ids),)).fetchall()
         return {cid: vec for cid, vec in rows}
 
     def export_document(self, doc_id: str) -> ExportedDocument | None:
-        with self._pool.connection() as conn, conn.cursor(binary=True) as cur:
+        with self._connection() as conn, conn.cursor(binary=True) as cur:
             r = cur.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
             if r is None:
                 return None
@@ -508,7 +586,7 @@ class PostgresStore:
         return ExportedDocument(record=self._record(r), chunks=chunks, vectors=vectors, features=[x[5] for x in rows])
 
     def stats(self) -> StoreStats:
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             docs = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             by_status = {
@@ -521,10 +599,13 @@ class PostgresStore:
 
     def analyze(self) -> None:
         """Refresh the planner's statistics (autovacuum does it too; worth doing after a bulk load)."""
-        with self._pool.connection() as conn:
+        with self._connection() as conn:
             conn.execute("ANALYZE documents")
             conn.execute("ANALYZE chunks")
         self._lexeme_freq = None
 
     def close(self) -> None:
-        self._pool.close()
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
