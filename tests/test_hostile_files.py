@@ -4,6 +4,7 @@ is too big to load is refused by name. (Time against size is measured in bench/b
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -141,8 +142,10 @@ def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, stor
     (root / "linkdir").symlink_to(outside / "folder")
     report = _ingest(store, embedder, root)
     assert report.failed == [] and report.added == 2
-    assert [Path(p).name for p, _ in report.skipped] == ["link.txt"]
-    assert "--follow-symlinks" in report.skipped[0][1] and str(outside / "secret.txt") in report.skipped[0][1]
+    skipped = dict(report.skipped)
+    assert set(skipped) == {str(root / "link.txt"), str(root / "linkdir") + os.sep}  # the folder is named too
+    assert "--follow-symlinks" in skipped[str(root / "link.txt")] and str(outside / "secret.txt") in skipped[str(root / "link.txt")]
+    assert str(outside / "folder") in skipped[str(root / "linkdir") + os.sep]
     assert store.get_document("link.txt") is None and store.get_document("linkdir/more.txt") is None
 
     report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root])
@@ -153,6 +156,45 @@ def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, stor
     report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root], prune=True)
     assert report.removed == 1 and store.get_document("link.txt") is None
     assert store.get_document("linkdir/more.txt") is not None
+
+
+def test_a_file_swapped_for_a_link_during_the_ingest_is_not_read(tmp_path, store, embedder):
+    root, outside = tmp_path / "lib", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("Secret: the vault code is 4711.\n", encoding="utf-8")
+    (outside / "dir").mkdir()
+    (outside / "dir" / "b.txt").write_text("Secret: the alarm code is 9090.\n", encoding="utf-8")
+    (root / "a.txt").write_text(GOOD, encoding="utf-8")
+    (root / "b.txt").write_text("Pump P-300 manual.\n\nGrease the P-300 bearings every 1,000 hours.\n", encoding="utf-8")
+    (root / "sub").mkdir()
+    (root / "sub" / "b.txt").write_text("Pump P-400 manual.\n\nGrease the P-400 every 500 hours.\n", encoding="utf-8")
+
+    def swap(n, total, path):
+        # after the folder was listed and checked, before the files are read
+        if n == 1:
+            (root / "b.txt").unlink()
+            (root / "b.txt").symlink_to(outside / "secret.txt")
+            (root / "sub" / "b.txt").unlink()
+            (root / "sub").rmdir()
+            (root / "sub").symlink_to(outside / "dir")
+
+    report = Ingestor(store, embedder, workers=1).ingest([root], progress=swap)
+    failed = dict(report.failed)
+    assert set(failed) == {str(root / "b.txt"), str(root / "sub" / "b.txt")}, report.failed
+    assert str(outside / "secret.txt") in failed[str(root / "b.txt")] and "outside" in failed[str(root / "b.txt")]
+    assert str(outside / "dir" / "b.txt") in failed[str(root / "sub" / "b.txt")]
+    assert store.get_document("b.txt") is None and store.get_document("sub/b.txt") is None
+    assert store.get_document("a.txt") is not None
+    assert not store.lexical_search("vault code 4711", 5) and not store.lexical_search("alarm code 9090", 5)
+
+
+def test_a_file_named_on_the_command_line_is_read_where_it_leads(tmp_path, store, embedder):
+    (tmp_path / "real.txt").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "named.txt").symlink_to(tmp_path / "real.txt")
+    report = Ingestor(store, embedder, workers=1).ingest([tmp_path / "lib" / "named.txt"])
+    assert report.failed == [] and report.added == 1
 
 
 def test_cli_names_skipped_links(tmp_path):

@@ -42,11 +42,11 @@ def _serve(conn: Connection, memory_mb: int | None, parent_pid: int) -> None:
             pass
     while True:
         try:
-            path, doc_id = conn.recv()
+            path, doc_id, within = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            reply: tuple = ("ok", parse_file(Path(path), doc_id))
+            reply: tuple = ("ok", parse_file(Path(path), doc_id, Path(within) if within else None))
         except IngestError as e:
             reply = ("failed", str(e))
         except MemoryError:
@@ -90,11 +90,12 @@ class BudgetedParser:
         self._conn = parent
         return True
 
-    def parse(self, path: Path, doc_id: str) -> list[Document]:
+    def parse(self, path: Path, doc_id: str, within: Path | None = None) -> list[Document]:
+        """`within`: see `parsers.parse_file` (checked in the child, as the file is opened)."""
         if self._inline or (self._proc is None and not self._start()):
-            return parse_file(path, doc_id)
+            return parse_file(path, doc_id, within)
         assert self._conn is not None and self._proc is not None
-        self._conn.send((str(path), doc_id))
+        self._conn.send((str(path), doc_id, str(within) if within else None))
         waited = 0.0
         while not self._conn.poll(_POLL_S):
             waited += _POLL_S

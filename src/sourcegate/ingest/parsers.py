@@ -4,9 +4,13 @@ reason a person can act on."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import stat
+import tempfile
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..models import Document
@@ -508,9 +512,71 @@ PARSERS = {
 }
 
 
-def parse_file(path: Path, doc_id: str) -> list[Document]:
+def _opened_path(fd: int) -> str | None:
+    """The path of the file open at `fd` as the kernel sees it (links resolved), where it says."""
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        pass
+    try:
+        import fcntl
+
+        if hasattr(fcntl, "F_GETPATH"):  # macOS
+            return fcntl.fcntl(fd, fcntl.F_GETPATH, bytes(1024)).rstrip(b"\0").decode()
+    except (OSError, ValueError, ImportError):
+        pass
+    return None
+
+
+def _inside(path: str, folder: str) -> bool:
+    try:
+        return os.path.commonpath([path, folder]) == folder
+    except ValueError:  # another drive
+        return False
+
+
+@contextmanager
+def checked_copy(path: Path, within: Path):
+    """A private copy of the file at `path`, read through one open file whose real path is checked
+    to lie inside `within`: a file replaced by a link leading out (or a folder on its path
+    replaced) after the folder was listed is refused, and what is parsed is what was checked."""
+    folder = os.path.realpath(within)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise IngestError(f"cannot be read: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise IngestError("not a regular file (a device, a pipe or a socket): not read")
+        real = _opened_path(fd) or os.path.realpath(path)
+        if not _inside(real, folder):
+            raise IngestError(f"it leads to {real}, outside {within} (it became a link after the folder was "
+                              "listed?): not read (--follow-symlinks to ingest links that lead out)")
+        tmp = Path(tempfile.mkdtemp(prefix="sourcegate-parse-"))  # 0700
+        try:
+            copy = tmp / path.name
+            out = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                while chunk := os.read(fd, 1 << 20):
+                    os.write(out, chunk)
+            finally:
+                os.close(out)
+            os.close(fd)
+            fd = -1
+            yield copy
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def parse_file(path: Path, doc_id: str, within: Path | None = None) -> list[Document]:
     """The documents of one file, with the fields of its sidecar or folder manifest applied (see
-    `metadata`); a JSON passage export carries its own fields."""
+    `metadata`); a JSON passage export carries its own fields. With `within` (a folder ingested
+    without following links out of it), the file is read only if it still lies inside it when it
+    is opened (`checked_copy`)."""
     from .metadata import apply, is_metadata_file, sidecar_metadata
 
     if is_metadata_file(path):
@@ -518,7 +584,11 @@ def parse_file(path: Path, doc_id: str) -> list[Document]:
     parser = PARSERS.get(path.suffix.lower())
     if parser is None:
         raise IngestError(unsupported_type(path))
-    docs = parser(path, doc_id)
+    if within is None:
+        docs = parser(path, doc_id)
+    else:
+        with checked_copy(path, within) as copy:
+            docs = parser(copy, doc_id)
     if parser is not parse_json_export:
         fields = sidecar_metadata(path)
         for doc in docs:

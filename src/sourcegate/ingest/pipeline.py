@@ -89,6 +89,15 @@ def iter_files(root: Path, follow_symlinks: bool = False,
         if skipped is not None:
             skipped.extend((str(Path(dirpath) / d) + os.sep, "hidden folder") for d in sorted(dirnames) if d.startswith("."))
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        if not follow_symlinks and skipped is not None:
+            # os.walk does not enter a linked folder: one that leads out of the folder is named
+            for d in dirnames:
+                link = Path(dirpath) / d
+                if link.is_symlink():
+                    target = link.resolve()
+                    if target != real_root and real_root not in target.parents:
+                        skipped.append((str(link) + os.sep, f"a symlink to {target}, outside {root}: not followed "
+                                                            "(--follow-symlinks to ingest it)"))
         for name in sorted(filenames):
             path = Path(dirpath) / name
             reason = None
@@ -306,6 +315,7 @@ class Ingestor:
 
     def _ingest(self, roots: list[Path], prune: bool, progress: Callable[[int, int, str], None] | None) -> IngestReport:
         report = IngestReport()
+        self._named_files: set[Path] = set()  # files given by name: read wherever they lead
         self._parser = BudgetedParser(self.parse_timeout_s, self.parse_memory_mb, should_stop=self._stop.is_set)
         files: list[tuple[Path, Path]] = []
         for root in roots:
@@ -314,6 +324,8 @@ class Ingestor:
                 report.failed.append((str(root), "no such file or directory"))
                 continue
             base = root.parent if root.is_file() else root
+            if root.is_file():
+                self._named_files.add(root)
             files.extend((f, base) for f in iter_files(root, self.follow_symlinks, report.skipped))
         try:
             return self._ingest_files(files, roots, prune, progress, report)
@@ -351,7 +363,10 @@ class Ingestor:
                     )
                 if size == 0:
                     raise IngestError("empty file")
-                docs = self._parser.parse(path, doc_id)
+                # Read only if it still lies inside its folder as it is opened (a file swapped for a
+                # link after the listing is refused), unless links are followed or it was named.
+                within = None if self.follow_symlinks or path in self._named_files else base
+                docs = self._parser.parse(path, doc_id, within)
             except IngestError as e:
                 report.failed.append((str(path), str(e)))
                 failed_paths.add(source)
