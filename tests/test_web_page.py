@@ -160,3 +160,54 @@ def test_page_speaks_to_a_person_in_headless_chromium(tmp_path):
     assert sorted(p.name for p in shots.iterdir()) == sorted(
         ["answer_from_evidence.png", "answer_from_evidence-passage.png", "premise_conflict.png",
          "premise_conflict-passage.png", "insufficient_evidence.png"])
+
+
+@pytest.fixture()
+def parenthesised_library(tmp_path):
+    from sourcegate.cli import run_ingest
+    from sourcegate.settings import Settings
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "V-9 lubrication (final).md").write_text(
+        "# V-9 valve lubrication (final)\n\nGrease the V-9 valve stem every 400 hours with silicone grease.\n",
+        encoding="utf-8")
+    import json
+
+    (lib / "kb.json").write_text(json.dumps([{"id": "KB-V9-NOTES", "title": "V-9 valve notes",
+                                              "text": "The V-9 valve stem takes silicone grease every 400 hours."}]),
+                                 encoding="utf-8")
+    settings = Settings(_env_file=None, home=tmp_path / "home", audit_log_path=tmp_path / "audit.jsonl",
+                        mcp_allowed_hosts="")
+    report = run_ingest(settings, [lib], prune=False, quiet=True)
+    assert not report.failed, report.failed
+    return settings
+
+
+V9 = "How often should I grease the V-9 valve stem with silicone grease?"
+
+
+def test_the_answer_cites_evidence_then_conflicts_in_order(parenthesised_library):
+    """The numbering the page relies on: `[n]` in the answer is the n-th of evidence + conflicts."""
+    gate = make_gate(parenthesised_library)
+    try:
+        results = [gate.ask(q) for q in (V9, "P-200 bearings need grease every 500 hours, how much do I add?")]
+    finally:
+        gate.close()
+    assert results[0].status == "answer_from_evidence" and len(results[0].evidence) == 2
+    for r in results:
+        block = (r.answer or "").split("\n\nSources:\n")[1] if "\n\nSources:\n" in (r.answer or "") else ""
+        cited = r.evidence + r.conflicts
+        lines = block.splitlines()
+        assert len(lines) == len(cited)
+        for n, (line, p) in enumerate(zip(lines, cited), start=1):
+            assert line.startswith(f"[{n}] ") and p.doc_id.split(" ")[0] in line, (line, p.doc_id)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_lists_a_source_whose_id_has_parentheses(parenthesised_library, tmp_path):
+    dom, err = _page_dom(parenthesised_library, tmp_path, V9)
+    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], err[-2000:])
+    citations = dom.split('id="citations"', 1)[1].split("</ol>", 1)[0]
+    assert "V-9 lubrication (final).md" in citations and "KB-V9-NOTES" in citations, citations[:3000]
+    assert citations.count("<li") == 2
