@@ -19,7 +19,8 @@ The check is this script's own, not the writer's: the first quoted line of the a
   elsewhere, for a question that asks for a number (how often, how much, combien ...), a number;
   for any other question, at least one of the question's content words (or their translation by
   the cross-language bridge).
-Answers of several parts are checked on their first part. Prints one JSON document, then one
+Answers of several parts are checked on their first part; an answer that opens with a warning about
+a conflict is checked on its first quote after the warning. Prints one JSON document, then one
 `[quotes] ...` line per set."""
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ VALUE_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently|fast|hot|hig
                      r"depth|quantity|speed|temperature|pressure|limit|maximum|minimum|size)|combien|quelle? "
                      r"(fréquence|quantité|vitesse|température|pression|durée|limite|charge)|à quelle)\b", re.I)
 NUMBER = re.compile(r"\d|\b(once|twice|daily|weekly|monthly|yearly|annually|hourly|every (day|week|month|year)|"
-                    r"one|two|three|four|five|six|seven|eight|nine|ten|twelve)\b", re.I)
+                    r"one|two|three|four|five|six|seven|eight|nine|ten|twelve|un|une|deux|trois|quatre|cinq|"
+                    r"sept|huit|neuf|dix|douze|vingt|cent|mille|quotidien|hebdomadaire|mensuel|annuel)\b", re.I)
 
 
 def norm(s: str) -> str:
@@ -56,7 +58,10 @@ def norm(s: str) -> str:
 
 
 def first_quote(answer: str) -> tuple[str, int] | None:
-    for line in answer.splitlines():
+    """The answer's first quote: after "From the documents:" when the answer opens with a warning
+    about a conflict (the warning quotes the conflict, not the answer)."""
+    body = answer.split("From the documents:", 1)[1] if "From the documents:" in answer else answer
+    for line in body.splitlines():
         m = re.match(r'^- "(.*)" \[(\d+)\]', line)
         if m:
             return m.group(1), int(m.group(2))
@@ -131,7 +136,8 @@ def ask_all(home: Path, corpus: Path, questions: list[tuple[str, str | None]]) -
                 else:
                     quote, n = fq
                     doc = cited_doc(r.answer, n)
-                    passage = next((p for p in r.evidence + r.conflicts if p.doc_id == doc), None)
+                    same = [p for p in r.evidence + r.conflicts if p.doc_id == doc]
+                    passage = next((p for p in same if norm(quote) in norm(p.text)), same[0] if same else None)
                     if passage is None:
                         row.update(good=False, reason=f"cited [{n}] not found", quote=quote)
                     else:

@@ -139,6 +139,30 @@ def _has_value(s: str) -> bool:
     return bool(stated_numbers(s))
 
 
+_NUMBER_WORD = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|hundred|"
+                          r"thousand|un|une|deux|trois|quatre|cinq|sept|huit|neuf|dix|douze|vingt|cent|mille)\b", re.I)
+
+
+def _has_count(s: str) -> bool:
+    """A value or a plain count ("a minimum of two", "trois connexions")."""
+    return _has_value(s) or bool(_NUMBER_WORD.search(s))
+
+
+# A line that labels rather than says: document metadata ("- Last modified: June 2023", "Version: 3")
+# and a table's header row ("Service status | Type of API key | Daily limit").
+_META_LABEL = re.compile(r"^\s*(?:[-*\u2022]\s*)?(last (modified|updated|reviewed)|modified|updated|reviewed|version|"
+                         r"revision|author|owner|date|effective( date)?|status|page|criticality|id|identifier|"
+                         r"mis à jour|dernière modification|auteur|statut)\s*:", re.I)
+
+
+def is_label(s: str, title: str = "") -> bool:
+    """A title, heading or label, never quoted as a sentence: `is_heading`, a metadata line, or a
+    table row that holds no value."""
+    if is_heading(s, title) or _META_LABEL.match(s):
+        return True
+    return "|" in s and not re.search(r"\d", s)
+
+
 _INTERVAL_UNITS = {"h", "min", "s", "d", "wk", "mo", "yr"}
 
 
@@ -158,13 +182,13 @@ def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, 
     often = T.qtype(query) == "freq"
     scored = []
     for i, s in enumerate(sentences(text)):
-        if is_heading(s, title):
+        if is_label(s, title):
             continue
         score = lexical_overlap(terms, s)
         if wants_number and (_has_interval(s) if often else _has_value(s)):
             score += 0.35
-        elif wants_number and not often and re.search(r"\d", s):
-            score += 0.1
+        elif wants_number and not often and _has_count(s):
+            score += 0.2
         if often and T.FREQ_RE.search(fold(s)):
             score += 0.2  # "every 250 runs", "toutes les 1 500 heures"
         # Headings like "Scope." carry no information of their own.
@@ -211,12 +235,12 @@ def quoted(query: str, c: Candidate, k: int) -> list[str]:
     # the judge splits sentences its own way: quote the answer's sentences that make up the judge's
     # quote (a heading glued to it, "Steps. 1.", is left out), or the one that holds it
     q = _norm(c.quote)
-    sents = [s for s in sentences(c.text) if not is_heading(s, c.title)]
+    sents = [s for s in sentences(c.text) if not is_label(s, c.title)]
     first = ([s for s in sents if _norm(s) in q] or [s for s in sents if q in _norm(s)][:1]
              or [s for s in sents if q[:40] in _norm(s) or q[-40:] in _norm(s)][:1])
     if not first:
         return best
-    holds = _has_interval if T.qtype(query) == "freq" else _has_value
+    holds = _has_interval if T.qtype(query) == "freq" else _has_count
     if wants_value(query) and not any(holds(s) for s in first):
         valued = [r for r in ranked if holds(r[2]) and r[0] > 0]
         if valued:
@@ -230,13 +254,19 @@ def quoted(query: str, c: Candidate, k: int) -> list[str]:
 
 
 # Where a question splits into clauses: a semicolon or colon, a comma that is no thousands
-# separator or decimal comma ("25,000", "0,5 g"), or a conjunction that starts a new clause.
-_PREMISE_SPLIT = re.compile(r"[;:]|,(?!\d)|(?<!\d),|\b(?:so|therefore|then|donc|alors)\b", re.I)
+# separator or decimal comma ("25,000", "0,5 g"), the end of a sentence ("... in trial. How many
+# ...?"), or a conjunction that starts a new clause.
+_PREMISE_SPLIT = re.compile(r"[;:]|,(?!\d)|(?<!\d),|(?<=[a-z\u00e0-\u00ff)])[.!?]\s+|\b(?:so|therefore|then|donc|alors)\b", re.I)
 _QUESTION_START = re.compile(
     r"^\s*(how|what|which|who|when|where|why|can|could|do|does|did|should|is|are|may|must|will|would|comment|combien|"
     r"quel|quelle|quels|quelles|faut|est-ce|pourquoi|où|peut|peut-on|puis-je|dois-je|doit-on)\b",
     re.I,
 )
+
+
+# "According to CISA, ...", "D'après la CISA, ...", "On Ubuntu, ...": where a question looks, not what it assumes.
+_LEAD_PHRASE = re.compile(r"^\s*(according to|per|under|on|in|for|with|from|selon|d['’]après|d['’]apres|sur|sous|dans|"
+                          r"pour|avec|en)(\s+[^\s,;:]+){1,3}\s*$", re.I)
 
 
 def extract_premise(query: str, against: list[str] | None = None) -> str:
@@ -249,7 +279,8 @@ def extract_premise(query: str, against: list[str] | None = None) -> str:
     q = re.sub(r"^(since|given that|as|because|puisque|comme|étant donné que|vu que)\s+", "", q, flags=re.I)
     parts = [p.strip() for p in _PREMISE_SPLIT.split(q) if p and p.strip()]
     parts = [re.sub(r"^(and|but|et|mais)\s+", "", p, flags=re.I) for p in parts]
-    declarative = [p for p in parts if not _QUESTION_START.match(p) and len(p.split()) >= 2]
+    declarative = [p for p in parts if not _QUESTION_START.match(p) and not _LEAD_PHRASE.match(p)
+                   and len(p.split()) >= 2]
     if not declarative:
         return q
     if against:
