@@ -102,3 +102,25 @@ def test_the_premise_is_the_clause_the_documents_contradict():
     w = ExtractiveWriter().write(q, Status.CONFLICT, [], [Candidate(id="p#0", doc_id="p", title="HG-3 procedure",
                                                                    text=said[0])])
     assert w.text.startswith('The documents contradict a premise of the question: "the HG-3 rotor is rated for 30,000 rpm".')
+
+
+def test_labels_and_table_headers_are_never_quoted():
+    from sourcegate.answer import is_label
+
+    assert is_label("- Last modified: June 2023") and is_label("Version: 3")
+    assert is_label("Service status | Type of API key | Daily limit")
+    assert not is_label("- Maximum batch size: 7 kg")  # a list item that states a value
+    text = ("Daily limits\n\nService status | Type of API key | Daily limit\n\nTrial | Team | 50\n\n"
+            "- Last modified: June 2023\n\nA trial service can send 50 messages a day with a team key.")
+    got = best_sentences("How many messages a day can a trial service send?", text, 2, "Daily limits")
+    assert got == ["A trial service can send 50 messages a day with a team key."], got
+    assert not any("Last modified" in s or "Service status" in s for s in got)
+
+
+def test_the_premise_leaves_out_where_the_question_looks():
+    assert extract_premise("According to the CISA baseline, passwords expire every 90 days, must I change mine?") == (
+        "passwords expire every 90 days")
+    assert extract_premise("Our service is still in trial. How many messages a day can we send?") == (
+        "Our service is still in trial")
+    assert extract_premise("D'après la CISA, faut-il faire expirer les mots de passe ?") == (
+        "D'après la CISA, faut-il faire expirer les mots de passe")
