@@ -98,3 +98,8 @@ def test_redact_record_scrubs_every_string_but_identifiers():
     assert out["query"]["redacted"] and out["missing"][0]["redacted"] and out["parts"][0]["question"]["redacted"]
     assert out["query_bridge"]["added_terms"]["redacted"]
     assert rec["query"] == q  # the caller's record is left as it was
+    # a quote cut mid-word, or a name on its own in free text, goes too; codes stay
+    cut = redact_record({"answer": "it said 'Does Marie Cur' then stopped", "route": "Curie",
+                         "writer": {"fallback_reason": "Curie is not in the passage"}}, [q], ["A P-200 permit."])
+    assert "Marie" not in cut["answer"] and "Cur" not in cut["answer"] and "then stopped" in cut["answer"]
+    assert "Curie" not in cut["writer"]["fallback_reason"] and cut["route"] == "Curie"

@@ -41,6 +41,8 @@ HAND = [
     "<!-- c --> <script>alert(1)</script>",
     "(see [the chart](http://evil.com/track)).",
     "<a href='https://evil.com'>x</a>",
+    "a href=.com:p200.md",  # linkify-it takes `href=.com` for a host
+    "&lt;(>[iframe| &#x5b;a href=.com*iframe",
 ]
 
 TOKENS = ["[", "]", "(", ")", "!", "<", ">", "\\", "`", "``", ":", "/", "//", "https://evil.com/l?c=S",

@@ -121,6 +121,13 @@ REDACTED_TEXT = "[question]"
 _ID_KEYS = frozenset({"audit_id", "id", "doc_id", "content_hash", "sha256", "record_hash", "prev_hash"})
 
 
+# Words too common to say anything of a question on their own (kept where they stand alone).
+_COMMON_WORDS = frozenset("""a an and are as at be by can do does for from how i if in is it its my of on or our
+should so that the their then there this to was we what when where which who why will with you your
+le la les un une des du de d l et ou est en au aux pour par sur avec dans que qui quoi comment combien il
+elle on ne pas se sa son ses ce cette ces y je nous vous faut der die das und ist el los las y es""".split())
+
+
 def _bigrams(text: str) -> set[tuple[str, str]]:
     words = [w.lower() for w in _WORD.findall(text)]
     return set(zip(words, words[1:]))
@@ -133,11 +140,20 @@ def redact_record(record: dict, questions: list[str], documents: list[str]) -> d
     other string (the answer, the writer's reasons, ...) each run of words that follow each other in
     a question (`questions`: the question, its parts, its premise), but not in the documents quoted
     (`documents`: the passages' texts and titles), becomes `[question]`, and so does each question
-    quoted whole; a question of one word is removed wherever it stands alone. Identifiers (audit, passage, document ids, hashes) stay."""
+    quoted whole, and in free text each word of the question the documents never use (common words
+    aside) or a piece of one; a question of one word is removed wherever it stands alone. Identifiers (audit, passage, document ids, hashes) stay."""
     question_pairs = set().union(*(_bigrams(q) for q in questions)) if questions else set()
     document_pairs = set().union(*(_bigrams(d) for d in documents)) if documents else set()
     private = question_pairs - document_pairs
     single = {q.strip().lower() for q in questions if len(_WORD.findall(q)) == 1}
+    # In free text (a string with a space: not a code such as a route or a status), a word of the
+    # question that the documents never use, or a piece of one (a quote cut mid-word), goes too.
+    document_words = {w.lower() for d in documents for w in _WORD.findall(d)}
+    own_words = {w.lower() for q in questions for w in _WORD.findall(q)} - document_words - _COMMON_WORDS
+
+    def own(word: str) -> bool:
+        return word in own_words or (len(word) >= 3 and word not in document_words
+                                     and any(w.startswith(word) or w.endswith(word) for w in own_words))
 
     exact = sorted({q.strip() for q in questions if q and q.strip()}, key=len, reverse=True)
 
@@ -146,8 +162,9 @@ def redact_record(record: dict, questions: list[str], documents: list[str]) -> d
             text = text.replace(q, REDACTED_TEXT)
         words = list(_WORD.finditer(text))
         marked = [False] * len(words)
+        free_text = " " in text
         for i in range(len(words)):
-            if words[i].group(0).lower() in single:
+            if words[i].group(0).lower() in single or (free_text and own(words[i].group(0).lower())):
                 marked[i] = True
             if i + 1 < len(words) and (words[i].group(0).lower(), words[i + 1].group(0).lower()) in private:
                 marked[i] = marked[i + 1] = True

@@ -32,9 +32,12 @@ _MARKUP = re.compile(r"\]\(|\]:|!\[|<|`|\\(?=[!-/:-@\[-`{-~]|$)")
 _ESCAPED = {"](": "\\](", "]:": "\\]:", "![": "!\\[", "<": "\\<", "`": "\\`", "\\": "\\\\"}
 
 # What a linkifier (GFM's extended autolinks, markdown-it's linkify with fuzzy links and e-mails)
-# may turn into a link: a scheme followed by `//` (also `//host`), `www.`, an `@` between two
-# word characters, or a dot between a word character and two letters (`p200.md`, `evil.example`).
-_LINKABLE = re.compile(r"://|^//|(?i:www)\.|[^\W_]@[^\W_]|[^\W_][.．。｡][^\W\d_]{2}")
+# may turn into a link: a scheme followed by `//` (also `//host`), `www.`, an `@` before a word
+# character, or a dot before two letters after anything but a space (`p200.md`, `evil.example`,
+# and `href=.com`, which linkify-it takes for a host too).
+_LINKABLE = re.compile(r"://|//|(?i:www)\.|@[^\W_]|\S[.．。｡][^\W\d_]{2}")
+# Where a code span around a URL starts: after the last of these before it (else the word's start).
+_OPENERS = "([{<\"'`"
 _WORD = re.compile(r"\S+")
 _TRAIL = ")]}>\"'.,;:!?*_~"
 
@@ -80,7 +83,7 @@ def _inert_word(word: str) -> str:
     # The code span starts where the URL does (its scheme, host or user name) and ends before the
     # punctuation after it; the text around stays text.
     start = m.start()
-    while start > 0 and (word[start - 1].isalnum() or word[start - 1] in ".+-%@"):
+    while start > 0 and word[start - 1] not in _OPENERS:
         start -= 1
     end = len(word)
     while end > m.end() and word[end - 1] in _TRAIL:

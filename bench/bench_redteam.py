@@ -1,0 +1,103 @@
+"""A red-team fuzz of what passage text and questions can do to an answer and an audit record,
+with generated inputs; one line per failure.
+
+- inert: passage-like strings built from Markdown and HTML fragments, escapes and URLs, placed
+  as the writers place them (quoted in a list item, as a title in `Sources:`), made inert and
+  rendered with markdown-it as CommonMark and GFM-like (auto-links, raw HTML): no link, image or
+  HTML may come out (needs linkify-it-py for the GFM-like renderers);
+- visible: strings mixed with control, bidi, zero-width and tag characters: none may remain;
+- redact: audit records whose answer and writer reasons quote a generated question holding a
+  name, redacted with `redact_record`: the name may not remain anywhere, the library's words stay.
+
+    python bench/bench_redteam.py [--examples 2000] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+import unicodedata
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import emit  # noqa: E402
+from markdown_render import active_markup, renderers  # noqa: E402
+
+from sourcegate.audit import redact_record  # noqa: E402
+from sourcegate.inert import inert_markup, visible_text  # noqa: E402
+
+FRAGMENTS = ["[", "]", "(", ")", "![", "](", "]:", "<", ">", "\\", "\\\\", "`", "```", ":", "/", "//", "&#92;",
+             "&lt;", "&#x5b;", "*", "_", "~", "#", "|", "-", "\n", "\n\n", "    ", " ", "\"", "'", "=",
+             "https://evil.com/l?c=S", "http:", "www.", "evil", ".com", "a@b.co", "p200.md", "mailto:",
+             "javascript:", "img src=x", "a href=", "script", "iframe", "x", "P-200", "grease"]
+INVISIBLE = ["\u202e", "\u202d", "\u202a", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c",
+             "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\x00", "\x07", "\x1b", "\x7f", "\x85",
+             "\U000e0041", "\U000e007f", "\u180e"]
+NAMES = ["Okonkwo Adebayo", "Marie Curie", "Jean-Baptiste Dupont", "Ingrid Solberg", "Kenji Watanabe"]
+LIBRARY = "Grease the P-200 bearings every 2,000 operating hours with lithium grease. Stop the pump first."
+
+
+def placed(text: str) -> list[str]:
+    return [text, f'From the documents:\n- "{text}" [1]\n\nSources:\n[1] {text} (doc.md)']
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", type=int, default=2000, help="generated inputs per check")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    rng = random.Random(args.seed)
+    failures: list[str] = []
+    t0 = time.perf_counter()
+
+    for i in range(args.examples):
+        text = "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(1, 30)))
+        for p in placed(text):
+            found = active_markup(inert_markup(p))
+            if found:
+                failures.append(f"inert {i}: {p!r} -> {inert_markup(p)!r}: {found[0]}")
+                print(failures[-1], flush=True)
+    t_inert = time.perf_counter()
+
+    for i in range(args.examples):
+        text = "".join(rng.choice(INVISIBLE + ["a", "b", " ", "é", "\n", "P-200"]) for _ in range(rng.randint(1, 40)))
+        for out in (visible_text(text), inert_markup(text)):
+            left = [c for c in out or "" if unicodedata.category(c) in ("Cf", "Cc") and c not in "\n\t"]
+            if left:
+                failures.append(f"visible {i}: {text!r} keeps {[hex(ord(c)) for c in left]}")
+                print(failures[-1], flush=True)
+
+    for i in range(args.examples):
+        name = rng.choice(NAMES)
+        words = rng.sample(["how", "often", "should", "I", "grease", "the", "P-200", "bearings", "says", "asks",
+                            "for", "pump", "every", "500", "hours"], rng.randint(3, 8))
+        at = rng.randint(0, len(words))
+        question = " ".join(words[:at] + [name] + words[at:]) + "?"
+        cut = rng.randint(0, len(question) // 2)
+        record = {"audit_id": "a" * 32, "query": question, "missing": [question],
+                  "answer": f'The documents contradict a premise of the question: "{question[cut:]}". {LIBRARY} [1]',
+                  "writer": {"attempts": [{"reason": f"rejected: '{question[:cut + 12]}' is not in the passage"}]},
+                  "query_bridge": {"language": "fr", "added_terms": name.lower().split()},
+                  "parts": [{"question": question}]}
+        out = redact_record(record, [question], [LIBRARY])
+        line = json.dumps(out, ensure_ascii=False).lower()
+        leaked = [w for w in name.lower().replace("-", " ").split() if w in line]
+        if leaked or "stop the pump first" not in line:
+            failures.append(f"redact {i}: {question!r} leaves {leaked} (library words kept: {'stop the pump first' in line})")
+            print(failures[-1], flush=True)
+    t_end = time.perf_counter()
+
+    emit("redteam", {"examples": args.examples, "seed": args.seed, "renderers": sorted(renderers()),
+                     "failures": failures[:50], "failure_count": len(failures),
+                     "inert_s": round(t_inert - t0, 1), "wall_s": round(t_end - t0, 1)},
+         f"{args.examples} generated inputs per check (inert over {', '.join(sorted(renderers()))}; visible; "
+         f"redact): {len(failures)} failures in {t_end - t0:.0f} s")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
