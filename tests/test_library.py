@@ -114,6 +114,20 @@ def test_an_unreachable_postgresql_is_one_line_on_every_command(tmp_path):
         assert "s3cret-pw" not in line
 
 
+def test_a_password_in_the_query_is_never_printed(tmp_path):
+    from sourcegate.store import redact_url
+
+    url = "postgresql://sourcegate@127.0.0.1:1/library?sslmode=disable&password=s3cret-pw&connect_timeout=2"
+    assert redact_url(url) == ("postgresql://sourcegate@127.0.0.1:1/library?sslmode=disable&password=***"
+                               "&connect_timeout=2")
+    assert redact_url("postgresql://u:pw@h/db?PassWord=x%20y") == "postgresql://u:***@h/db?PassWord=***"
+    pytest.importorskip("psycopg")
+    for args in (["status"], ["ask", Q], ["ingest", str(tmp_path)]):
+        r = run(*args, "--store", url)
+        assert r.exit_code != 0 and "s3cret-pw" not in r.output, args
+        assert "password=***" in r.output, r.output
+
+
 def test_global_options_before_or_after_the_command(tmp_path, monkeypatch):
     monkeypatch.delenv("SOURCEGATE_HOME")
     home = tmp_path / "elsewhere"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from .base import DocumentRecord, ExportedDocument, SearchFilters, Store, StoreStats
 
@@ -58,17 +58,29 @@ def sqlite_path(url_or_path: str | Path) -> Path:
     return Path(url[len("sqlite:///"):] if url.startswith("sqlite:///") else url)
 
 
+# Query parameters of a store URL that carry a secret (`?password=` is libpq's own, `api-key` and
+# the like are other stores').
+_SECRET_PARAM = re.compile(r"(?i)^(password|passwd|pwd|sslpassword|secret|api[-_]?key|key|token|access[-_]?token)$")
+
+
 def redact_url(url: str) -> str:
-    """The URL without its password, for messages, `status` and logs."""
+    """The URL without its password, in the user part or in the query (`?password=...`), for
+    messages, `status` and logs."""
     try:
         parts = urlsplit(url)
         password = parts.password
     except ValueError:
         return url
-    if not password:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+    if password:
+        host = parts.netloc.rsplit("@", 1)[-1]
+        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
+    if parts.query:
+        pieces = []
+        for piece in parts.query.split("&"):
+            name, eq, value = piece.partition("=")
+            pieces.append(f"{name}=***" if eq and _SECRET_PARAM.match(unquote(name)) else piece)
+        parts = parts._replace(query="&".join(pieces))
+    return urlunsplit(parts)
 
 
 def describe_location(url_or_path: str | Path) -> str:

@@ -28,7 +28,6 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -89,13 +88,10 @@ def tsquery_terms(query: str) -> list[str]:
 
 
 def redact_url(url: str) -> str:
-    """The URL without its password, for `status` and logs."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[-1]}"))
+    """The URL without its password (in the user part or `?password=`), for `status` and logs."""
+    from . import redact_url as redact
+
+    return redact(url)
 
 
 HNSW_INDEX = ("CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw (embedding vector_cosine_ops) "
