@@ -621,6 +621,10 @@ def serve(ctx: click.Context, host: str, port: int, workers: int | None) -> None
     # A mistyped URL or a missing index ends here; an empty, locked or unreachable store does not:
     # the server starts, says so on /readyz and opens it once it can (tried after 1, 2, 5, then every 10 s).
     check_location(_settings(ctx))
+    from .server.app import key_problem
+
+    if (problem := key_problem(_settings(ctx))) is not None:
+        raise click.ClickException(problem)
     from .server.workers import default_workers, serve_workers
 
     workers = workers or default_workers()

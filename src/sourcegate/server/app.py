@@ -489,6 +489,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def key_problem(settings: Settings) -> str | None:
+    """Why an API key in the settings can never match a request, or None. HTTP header values are
+    read as ISO-8859-1 and clients send ASCII: a key with other characters would refuse everyone."""
+    for name, key in (("MCP_API_KEY", settings.mcp_api_key), ("METRICS_API_KEY", settings.metrics_api_key)):
+        if key is None:
+            continue
+        bad = next((ch for ch in key if not (" " <= ch < "\x7f")), None)
+        if bad is not None:
+            return (f"{name} holds the character {bad!r} (U+{ord(bad):04X}): HTTP headers carry printable ASCII "
+                    "only, so no client could send this key; use letters, digits and ASCII punctuation (for "
+                    "example `openssl rand -hex 32`)")
+        if key != key.strip():
+            return f"{name} begins or ends with a space, which HTTP clients drop: remove it"
+    return None
+
+
 AUDIT_LOOPBACK_ONLY = ("the audit API answers without MCP_API_KEY only on a loopback address (127.0.0.1): "
                        "set MCP_API_KEY, or serve on 127.0.0.1")
 
