@@ -95,3 +95,28 @@ def test_registered_on_the_main_cli(audit_file):
         pytest.skip("the replay command is registered by cli._register_commands once every module it imports exists")
     r = CliRunner().invoke(cli, ["replay", str(audit_file), "--json"])
     assert r.exit_code == 0 and json.loads(r.output)["replayed"] == 3
+
+
+@pytest.mark.parametrize("crafted", [
+    {"parts": ["x"]},
+    {"candidates": [1]},
+    {"candidates": [{"id": 1, "doc_id": "d"}]},
+    {"candidates": [{"id": "c", "doc_id": "d", "scores": {"is_relevant": "high"}}]},
+    {"parts": [{"question": "q", "evidence_limit": "five"}]},
+    {"status": ["answer_from_evidence"]},
+])
+def test_replay_names_a_sealed_record_of_the_wrong_shape(crafted, tmp_path):
+    from click.testing import CliRunner
+
+    from sourcegate.audit import AuditLog
+    from sourcegate.cli import cli
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.append({"audit_id": "good", "status": "insufficient_evidence", "candidates": []})
+    log.append({"audit_id": "crafted", "status": "answer_from_evidence", **crafted})  # it verifies
+    r = CliRunner().invoke(cli, ["replay", str(path)])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert "expected shape" in r.output and "line 2" in r.output, r.output
+    assert "replayed 1 of 2 records" in r.output

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .audit import format_chain_report, hash_problem, read_records, verify_chain
 from .gate import GateThresholds, Status, TrustTiers, apply_gate
@@ -152,6 +153,55 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0,
     return changes, None
 
 
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _CandidateShape(_Shape):
+    id: str
+    doc_id: str
+    scores: dict[str, float] | None = None
+    route: str | None = None
+    part: int | None = None
+    subject_named: bool | None = None
+    tier: int | None = None
+    source_type: str | None = None
+    status: str | None = None
+    values: list | None = None
+
+
+class _PartShape(_Shape):
+    question: str | dict | None = None
+    subject: str | None = None
+    status: str | None = None
+    evidence_limit: int | None = None
+
+
+class _RecordShape(_Shape):
+    """What replay reads of a record: a record that verifies but does not have this shape (written
+    by hand, by another tool) is reported, never a traceback."""
+
+    audit_id: str
+    status: str
+    query: str | dict | None = None
+    candidates: list[_CandidateShape] = []
+    parts: list[_PartShape] | None = None
+    evidence_limit: int | None = None
+    multi_document: bool | None = None
+    retrieval: dict | None = None
+
+
+def shape_problem(rec: dict) -> str | None:
+    """Why `rec` is not an audit record replay can read (the first field at fault), or None."""
+    try:
+        _RecordShape.model_validate(rec)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "the record"
+        return f"not an audit record of the expected shape: {where}: {err['msg']}"
+    return None
+
+
 Records = Iterable[tuple[int, dict | None, str | None]] | Iterable[dict]
 
 
@@ -172,9 +222,13 @@ def replay(records: Records, thresholds: GateThresholds, key: bytes | None = Non
         if problem is not None:
             report.invalid.append(InvalidRecord(line, audit_id, problem))
             continue
+        problem = shape_problem(rec)
+        if problem is not None:
+            report.invalid.append(InvalidRecord(line, audit_id if isinstance(audit_id, str) else None, problem))
+            continue
         try:
             changes, answer = replay_record(rec, thresholds, line, trust)
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
             report.invalid.append(InvalidRecord(line, audit_id, f"malformed record ({type(e).__name__}: {e})"))
             continue
         report.replayed += 1
