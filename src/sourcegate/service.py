@@ -150,6 +150,19 @@ class _PartRun:
         return cf
 
 
+def _inert_events(on_event: Callable[[str, dict[str, Any]], None] | None):
+    """`on_event` with the answer text it is sent made inert, as `answer` is (see inert.py)."""
+    if on_event is None:
+        return None
+
+    def send(kind: str, data: dict[str, Any]) -> None:
+        if kind in ("delta", "replace") and isinstance(data.get("text"), str):
+            data = {**data, "text": inert_markup(data["text"])}
+        on_event(kind, data)
+
+    return send
+
+
 def _unique(items: list) -> list:
     """First occurrence of each passage (a passage may serve several parts)."""
     seen: set[str] = set()
@@ -265,7 +278,7 @@ class SourceGate:
             written = self._write_parts(runs)
         else:
             written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf],
-                                        search_text=runs[0].bridged.text, on_event=on_event)
+                                        search_text=runs[0].bridged.text, on_event=_inert_events(on_event))
         t_done = time.perf_counter()
 
         timings = {

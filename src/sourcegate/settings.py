@@ -156,6 +156,9 @@ class Settings(BaseSettings):
     # 5 s, browsers: seconds, load balancers: 60 s), so that the client, not the server, closes it:
     # otherwise a request sent as the server closes the connection is lost on the way.
     serve_keep_alive_s: float = Field(75.0, gt=0, validation_alias=_env("SERVE_KEEP_ALIVE_S"))
+    # The longest a client may take to send one whole request (headers and body), from its first
+    # byte or from the connection's start: past it the connection is closed.
+    serve_request_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("SERVE_REQUEST_TIMEOUT_S"))
     # /metrics: this key when set, else MCP_API_KEY when set, else open.
     metrics_api_key: str | None = Field(None, validation_alias=_env("METRICS_API_KEY"))
 

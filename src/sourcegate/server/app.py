@@ -89,6 +89,29 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins)
 
 
+def openapi_server_url(settings: Settings, request: Request) -> str:
+    """The `servers` URL of /openapi.json: the request's own when its Host is one the server
+    answers for (localhost, MCP_ALLOWED_HOSTS, or any with `*`), else the first allowed host
+    (https), else localhost. A Host header alone never writes a URL into the document."""
+    security = transport_security(settings)
+    host = request.headers.get("host", "").lower()
+
+    def allowed(pattern: str) -> bool:
+        pattern = pattern.lower()
+        if pattern.endswith(":*"):
+            name, _, port = host.rpartition(":")
+            return name == pattern[:-2] and port.isdigit()
+        return host == pattern
+
+    if not security.enable_dns_rebinding_protection or any(allowed(p) for p in security.allowed_hosts or []):
+        return str(request.base_url)
+    extra = [h.strip() for h in settings.mcp_allowed_hosts.split(",") if h.strip()]
+    if extra:
+        first = extra[0]
+        return first if "://" in first else f"https://{first}"
+    return f"http://127.0.0.1:{request.url.port or 80}"
+
+
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
@@ -246,6 +269,12 @@ class _McpEndpoint:
         self.manager: StreamableHTTPSessionManager | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("method") == "GET":
+            # Stateless, JSON responses: the server never sends messages of its own, so it offers no
+            # event stream to hold open (the MCP transport's answer for that case is 405).
+            await _json_error(405, "this MCP server offers no event stream: send requests with POST /mcp",
+                              {"allow": "POST"})(scope, receive, send)
+            return
         if self.manager is None:
             await _json_error(503, "the MCP endpoint runs inside the app's lifespan: serve the app with "
                                    "uvicorn (sourcegate serve) or enter `with TestClient(app)`")(scope, receive, send)
@@ -716,7 +745,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     async def openapi(request: Request) -> Response:
-        return JSONResponse(openapi_document(settings, str(request.base_url)))
+        return JSONResponse(openapi_document(settings, openapi_server_url(settings, request)))
 
     page = _web_page()
     page_headers = {"cache-control": "no-store", "content-security-policy": content_security_policy(page),
@@ -761,6 +790,50 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000, sockets
     uvicorn.Server(server_config(create_app(settings, audit_lookup=audit_lookup), settings, host=host, port=port)).run(sockets=sockets)
 
 
+def _timed_protocol(request_timeout_s: float):
+    """uvicorn's h11 protocol with a deadline on receiving each request: a connection that sends
+    nothing, or a request's headers or body only in part, is closed `request_timeout_s` after the
+    connection opened or the request's first byte arrived (uvicorn times out idle keep-alive
+    connections only, so half-open requests were held for good)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class TimedH11Protocol(H11Protocol):
+        _request_timer = None
+
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR):
+                self._disarm()  # the whole request is in: answering it is the app's time
+            else:  # a request begun (or its headers in part): its deadline runs from its first byte
+                self._arm()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            if self._request_timer is None:
+                self._request_timer = self.loop.call_later(request_timeout_s, self._request_timed_out)
+
+        def _disarm(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+
+        def _request_timed_out(self) -> None:
+            self._request_timer = None
+            if self.conn.their_state not in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED) and not self.transport.is_closing():
+                log.info("closing a connection whose request did not arrive within %s s", request_timeout_s)
+                self.transport.close()
+
+    return TimedH11Protocol
+
+
 def server_config(app: ASGIApp, settings: Settings, **kw: Any):
     """uvicorn's configuration for `app` (`sourcegate serve`, and the tests that serve it)."""
     import uvicorn
@@ -768,4 +841,5 @@ def server_config(app: ASGIApp, settings: Settings, **kw: Any):
     # SIGTERM: stop accepting, let the questions in flight finish (and be audited), then exit.
     return uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                           timeout_graceful_shutdown=settings.serve_shutdown_timeout_s,
-                          timeout_keep_alive=settings.serve_keep_alive_s, **kw)
+                          timeout_keep_alive=settings.serve_keep_alive_s,
+                          http=_timed_protocol(settings.serve_request_timeout_s), **kw)
