@@ -135,4 +135,5 @@ def test_a_new_users_first_hour(tmp_path, sourcegate_home):
     assert answer["status"] == "answer_from_evidence", answer
     pdf = [p for p in answer["evidence"] if p["doc_id"] == "dosing.pdf"]
     assert pdf and pdf[0]["title"] == "Dosing pump DP-4 stroke calibration"
-    assert "Dosing pump DP-4 stroke calibration (dosing.pdf)" in answer["answer"]  # its line in the sources
+    # its line in the sources (the file name in a code span: no Markdown client links `dosing.pdf`)
+    assert "Dosing pump DP-4 stroke calibration (`dosing.pdf`)" in answer["answer"]

@@ -130,6 +130,9 @@ def _global_params() -> list[click.Option]:
                      help=f"Index location: {STORE_HELP} [env SOURCEGATE_STORE, default HOME/index.db]."),
         click.Option(["--judge", "judge"], type=click.Choice(["local", "typesafe", "recorded", "llm"]),
                      expose_value=False, callback=_remember, help="Judge backend [env SOURCEGATE_JUDGE, default local]."),
+        click.Option(["--env-file"], type=click.Path(path_type=Path), expose_value=False, callback=_remember,
+                     help="Read settings from this .env file [default: HOME/.env when it exists; a .env in the "
+                          "working directory is not read]."),
         click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_remember,
                      help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info]."),
     ]
@@ -137,14 +140,20 @@ def _global_params() -> list[click.Option]:
 
 def _configure(ctx: click.Context) -> None:
     """Build the settings from the environment and the global options given so far; set up logs."""
+    from .settings import env_file_for
+
     given = ctx.obj.get("global", {})
-    overrides = {k: v for k, v in given.items() if k != "verbose"}
+    overrides = {k: v for k, v in given.items() if k not in ("verbose", "env_file")}
     if given.get("verbose"):
         overrides["log_level"] = "debug" if given["verbose"] > 1 else "info"
+    env_file = env_file_for(given.get("home"), given.get("env_file"))
+    if env_file is not None and not env_file.is_file():
+        raise click.ClickException(f"no settings file at {env_file} (--env-file)")
     try:
-        settings = Settings(**overrides)
+        settings = Settings(_env_file=env_file, **overrides)
     except Exception as e:
         raise click.ClickException(f"invalid settings: {e}") from None
+    ctx.obj["env_file"] = env_file
     ctx.obj["settings"] = settings
     from .embed import configure_model_cache
     from .logs import configure_logging, parse_level
@@ -158,6 +167,18 @@ def _configure(ctx: click.Context) -> None:
         level = logging.INFO
     configure_logging(level or logging.WARNING, human=level is None)
     configure_model_cache(settings.cache_dir)
+    said = (env_file, Path(".env").is_file())
+    if ctx.obj.get("settings_said") != said:  # once per outcome: global options may rebuild them
+        ctx.obj["settings_said"] = said
+        where = "the environment" + (f" and {env_file}" if env_file is not None else "")
+        # said at info when a file is read (it can redirect everything), else at debug
+        logging.getLogger("sourcegate").log(logging.INFO if env_file is not None else logging.DEBUG,
+                                            "settings from %s", where, extra={"settings_from": where})
+        here = Path(".env").absolute()
+        if here.is_file() and (env_file is None or env_file.absolute() != here):
+            logging.getLogger("sourcegate").warning(
+                "%s is not read: settings come from the environment, %s and --env-file "
+                "(pass --env-file %s to use it)", here, Path(settings.home) / ".env", here)
 
 
 STORE_HELP = ("sqlite:///relative/index.db, sqlite:////absolute/index.db, postgresql://user:password@host/db "

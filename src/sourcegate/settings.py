@@ -6,6 +6,8 @@ environment itself.
 
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
@@ -17,7 +19,10 @@ def _env(name: str, *aliases: str):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", extra="ignore", populate_by_name=True)
+    # No `.env` is read unless one is given (`_env_file=`): the CLI passes SOURCEGATE_HOME/.env or
+    # --env-file (`env_file_for`), never the working directory's, which belongs to whatever folder
+    # the command runs in (a library being ingested, say).
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", populate_by_name=True)
 
     # Where the embedded index and the audit log live. (Not a field named `home`: environment
     # variables also match field names, and every shell has HOME.)
@@ -249,3 +254,12 @@ class Settings(BaseSettings):
             relevant_min=self.gate_relevant_min,
             evidence_min=self.gate_evidence_min,
         )
+
+
+def env_file_for(home: str | Path | None, explicit: str | Path | None = None) -> Path | None:
+    """The `.env` file settings are read from: `explicit` (--env-file) when given, else
+    `.env` in the home folder (--home, SOURCEGATE_HOME, else ./.sourcegate) when it exists."""
+    if explicit is not None:
+        return Path(explicit)
+    candidate = Path(home or os.environ.get("SOURCEGATE_HOME") or ".sourcegate").expanduser() / ".env"
+    return candidate if candidate.is_file() else None
