@@ -233,7 +233,14 @@ class Settings(BaseSettings):
 
     @property
     def audit_path(self) -> Path:
-        return self.audit_log_path or (self.home / "audit.jsonl")
+        """`{hostname}` in AUDIT_LOG_PATH is this machine's host name: one log (one hash chain) per
+        replica when several share a volume (/data/audit/{hostname}.jsonl)."""
+        path = self.audit_log_path or (self.home / "audit.jsonl")
+        if "{hostname}" in str(path):
+            import socket
+
+            path = Path(str(path).replace("{hostname}", socket.gethostname() or "localhost"))
+        return path
 
     @property
     def audit_key(self) -> bytes | None:
