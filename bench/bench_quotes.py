@@ -19,7 +19,9 @@ The check is this script's own, not the writer's: the first quoted line of the a
   elsewhere, for a question that asks for a number (how often, how much, combien ...), a number;
   for any other question, at least one of the question's content words (or their translation by
   the cross-language bridge).
-Answers of several parts are checked on their first part; an answer that opens with a warning about
+Each answer's first evidence passage is also quoted the way the writer of commit bdf573e quoted
+(bench/_quotes_before.py, verbatim), with the same judge's sentence: the "before" figure, on the very
+same answers. Answers of several parts are checked on their first part; an answer that opens with a warning about
 a conflict is checked on its first quote after the warning. Prints one JSON document, then one
 `[quotes] ...` line per set."""
 
@@ -36,6 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 DEMO = ROOT / "src" / "sourcegate" / "demo"
 WORD = re.compile(r"[a-z0-9\u00e0-\u00ff]+")
@@ -84,23 +87,25 @@ def words(s: str) -> set[str]:
 def judge_quote(question: str, bridge_terms: list[str], quote: str, passage: str, title: str,
                 expected: str | None) -> tuple[bool, str]:
     """(good, reason when not)."""
-    text = norm(passage)
+    raw = re.sub(r"([a-z\u00e0-\u00ff])-\n\s*([a-z\u00e0-\u00ff])", r"\1\2", passage.replace("\u00ad", "").replace("`", ""))
     q = norm(quote)
-    i = text.find(q)
-    if i < 0:
+    words_q = q.split()
+    m = re.search(r"\s+".join(re.escape(w) for w in words_q), raw) if words_q else None
+    if m is None:
         return False, "not in the passage"
-    before = text[:i].rstrip()
-    after = text[i + len(q):]
-    raw_lines = [norm(x) for x in passage.splitlines() if x.strip()]
-    starts_line = any(x.startswith(q[:30]) for x in raw_lines)
-    ends_line = any(x.endswith(q[-30:]) for x in raw_lines)
-    if before and not (before.endswith((".", "!", "?", ":", ";")) or starts_line):
+    head, tail = raw[:m.start()], raw[m.end():]
+    # a sentence starts at the text's start, after . ! ? : ; or at a line's start in capitals (after a
+    # heading, a list mark); it ends with . ! ? or where its paragraph, list item or table row ends
+    starts = (not head.strip() or re.search(r"[.!?:;][\"')\]\u00bb\u201d]*\s*$", head)
+              or (re.search(r"\n\s*$", head) and re.match(r"[-*\u2022(\d\"'A-Z\u00c0-\u00dd\u00ab\u201c]", q)))
+    if not starts:
         return False, "starts mid-sentence"
-    if not (re.search(r"[.!?][\"')\u00bb\u201d]*$", q) or ends_line):
+    ends = (re.search(r"[.!?][\"')\]\u00bb\u201d]*$", q) or re.match(r"[ \t]*(\n[ \t]*\n|$)", tail)
+            or re.match(r"[ \t]*\n\s*(?:[-*\u2022|]|\d+[.)])", tail))
+    if not ends:
         return False, "ends mid-sentence"
-    head = text[:i]
     cut_before = q[:1].isdigit() and re.search(r"\d[,.\u202f\u00a0 ]?$", head) and not re.search(r"\d\.\s+$", head)
-    cut_after = q[-1:].isdigit() and re.match(r"^[,.\u202f\u00a0 ]?\d", after)
+    cut_after = q[-1:].isdigit() and re.match(r"^[,.\u202f\u00a0 ]?\d", tail)
     if cut_before or cut_after:
         return False, "a number cut"
     if q.rstrip(".").strip().lower() == norm(title).lower() or len(q.split()) < 4 or q.endswith(":"):
@@ -115,7 +120,27 @@ def judge_quote(question: str, bridge_terms: list[str], quote: str, passage: str
     return ok, "" if ok else "shares nothing with the question"
 
 
+class RecordingWriter:
+    """The extractive writer, keeping the evidence passages (with the judge's sentence) it was given."""
+
+    name = "extractive"
+
+    def __init__(self):
+        from sourcegate.answer import ExtractiveWriter
+
+        self.inner = ExtractiveWriter()
+        self.calls: list[tuple[str, str, list]] = []
+
+    def write(self, query, status, evidence, conflicts, search_text=None, on_event=None):
+        self.calls.append((status.value, search_text or query, list(evidence)))
+        return self.inner.write(query, status, evidence, conflicts, search_text, on_event)
+
+
 def ask_all(home: Path, corpus: Path, questions: list[tuple[str, str | None]]) -> dict:
+    """Each question through the pipeline; its answer's first quote checked, and the first quote the
+    writer of bdf573e makes of the same first evidence passage (same judge, same sentence found)."""
+    import _quotes_before as before
+
     from sourcegate.cli import run_ingest
     from sourcegate.service import SourceGate
     from sourcegate.settings import Settings
@@ -123,36 +148,38 @@ def ask_all(home: Path, corpus: Path, questions: list[tuple[str, str | None]]) -
     settings = Settings(_env_file=None, home=home, audit_enabled=False, judge="local", writer="extractive")
     report = run_ingest(settings, [corpus], prune=False, quiet=True)
     assert not report.failed, report.failed
-    gate = SourceGate(settings, audit=False)
+    writer = RecordingWriter()
+    gate = SourceGate(settings, audit=False, writer=writer)
     rows = []
     try:
         for question, expected in questions:
+            writer.calls.clear()
             r = gate.ask(question)
             row = {"query": question, "status": r.status}
-            if r.status == "answer_from_evidence" and r.answer:
+            first = next(((q, ev) for st, q, ev in writer.calls if st == "answer_from_evidence" and ev), None)
+            if r.status == "answer_from_evidence" and r.answer and first is not None:
+                match_text, evidence = first
+                c = evidence[0]
+                bridge_terms = gate._bridge(question).added_terms if gate.settings.crosslingual else []
                 fq = first_quote(r.answer)
                 if fq is None:
                     row.update(good=False, reason="no quote")
                 else:
-                    quote, n = fq
-                    doc = cited_doc(r.answer, n)
-                    same = [p for p in r.evidence + r.conflicts if p.doc_id == doc]
-                    passage = next((p for p in same if norm(quote) in norm(p.text)), same[0] if same else None)
-                    if passage is None:
-                        row.update(good=False, reason=f"cited [{n}] not found", quote=quote)
-                    else:
-                        bridge_terms = []
-                        if gate.settings.crosslingual:
-                            bridge_terms = gate._bridge(question).added_terms
-                        good, why = judge_quote(question, bridge_terms, quote, passage.text, passage.title, expected)
-                        row.update(good=good, reason=why, quote=quote, doc_id=doc)
+                    good, why = judge_quote(question, bridge_terms, fq[0], c.text, c.title, expected)
+                    row.update(good=good, reason=why, quote=fq[0], doc_id=c.doc_id)
+                old = (before.quoted(match_text, c, 2) or [""])[0]
+                good, why = judge_quote(question, bridge_terms, old, c.text, c.title, expected)
+                row.update(before_good=good, before_reason=why, before_quote=old)
             rows.append(row)
     finally:
         gate.close()
     answered = [x for x in rows if "good" in x]
     good = sum(x["good"] for x in answered)
+    old_good = sum(x["before_good"] for x in answered)
     return {"questions": len(rows), "answered": len(answered), "good": good,
-            "share": round(good / len(answered), 3) if answered else None, "rows": rows}
+            "share": round(good / len(answered), 3) if answered else None,
+            "before_good": old_good, "before_share": round(old_good / len(answered), 3) if answered else None,
+            "rows": rows}
 
 
 def load_questions(path: Path) -> list[tuple[str, str | None]]:
@@ -190,13 +217,18 @@ def main() -> None:
     print(json.dumps(out, indent=1, ensure_ascii=False))
     for name, res in out["sets"].items():
         print(f"[quotes] {name}: {res['good']} of {res['answered']} answers quote a whole sentence holding the value "
-              f"asked ({res['share']}); {res['questions']} questions")
+              f"asked ({res['share']}); the writer of bdf573e on the same evidence: {res['before_good']} "
+              f"({res['before_share']}); {res['questions']} questions")
         if args.show:
             for x in [x for x in res["rows"] if x.get("good") is False][: args.show]:
-                print(f"    {x['reason']}: {x['query']!r} -> {x.get('quote')!r}")
+                print(f"    now, {x['reason']}: {x['query']!r} -> {x.get('quote')!r}")
+            for x in [x for x in res["rows"] if x.get("before_good") is False][: args.show]:
+                print(f"    before, {x['before_reason']}: {x['query']!r} -> {x.get('before_quote')!r}")
     total_a = sum(r["answered"] for r in out["sets"].values())
     total_g = sum(r["good"] for r in out["sets"].values())
-    print(f"[quotes] all: {total_g} of {total_a} ({round(total_g / total_a, 3) if total_a else None})")
+    total_b = sum(r["before_good"] for r in out["sets"].values())
+    share = (lambda g: round(g / total_a, 3) if total_a else None)
+    print(f"[quotes] all: {total_g} of {total_a} ({share(total_g)}); before: {total_b} ({share(total_b)})")
 
 
 if __name__ == "__main__":
