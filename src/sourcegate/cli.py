@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
+import sys
 from pathlib import Path
 
 import click
@@ -749,8 +751,31 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _exit_without_waiting(code) -> None:
+    """Exit with `code` now, once the output is flushed, even if a thread is still running: a call
+    to a hung judge (or writer) past its deadline must not keep a command alive after its answer.
+    Without such a thread, the normal exit."""
+    import threading
+
+    # (daemon threads count too: a thread pool's workers are joined at exit whatever their flag)
+    lingering = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()]
+    if not lingering:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    logging.shutdown()
+    os._exit(code if isinstance(code, int) else (0 if code is None else 1))
+
+
 def main() -> None:
-    cli(prog_name="sourcegate")
+    try:
+        cli(prog_name="sourcegate")
+    except SystemExit as e:
+        _exit_without_waiting(e.code)
+        raise
 
 
 if __name__ == "__main__":

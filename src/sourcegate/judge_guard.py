@@ -24,7 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 
 from .judges.base import Judge, JudgeInput, Judgement, PassageJudgement
@@ -77,6 +77,32 @@ class CircuitBreaker:
                 self._opened_at, self._trial = self._clock(), False
 
 
+class _DaemonCalls:
+    """`submit(fn, *args)` runs `fn` in a daemon thread, at most `limit` at once, and returns its
+    Future. A ThreadPoolExecutor's threads are joined when the interpreter exits: one call hung in
+    a judge would keep the process alive after its answer was given."""
+
+    def __init__(self, limit: int):
+        self._slots = threading.BoundedSemaphore(limit)
+
+    def submit(self, fn, *args) -> Future:
+        future: Future = Future()
+        if not self._slots.acquire(blocking=False):
+            future.set_exception(RuntimeError("every judge thread is held by calls past their deadline"))
+            return future
+
+        def run() -> None:
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller through the Future
+                future.set_exception(e)
+            finally:
+                self._slots.release()
+
+        threading.Thread(target=run, name="sourcegate-judge", daemon=True).start()
+        return future
+
+
 def _failed(judge: Judge, passages: list[JudgeInput], reason: str) -> Judgement:
     return Judgement(model=f"{getattr(judge, 'name', 'judge')}:unavailable",
                      results=[PassageJudgement(p.id, None, reason) for p in passages])
@@ -94,8 +120,9 @@ class GuardedJudge:
         self.breaker = breaker or CircuitBreaker()
         self.backoff_s = backoff_s
         # Calls past their deadline keep running until the judge's own timeout ends them: a few
-        # threads more than in flight, so a hung judge cannot take every thread.
-        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="sourcegate-judge")
+        # threads more than in flight, so a hung judge cannot take every thread; daemon threads, so
+        # a hung call never keeps the process from exiting (`sourcegate ask` after its answer).
+        self._pool = _DaemonCalls(16)
 
     @classmethod
     def from_settings(cls, judge: Judge, settings) -> "GuardedJudge":
