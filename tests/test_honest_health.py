@@ -174,3 +174,37 @@ def test_ingest_onto_a_full_disk_stops_and_keeps_documents_whole(small_disk, emb
     assert counts == {doc_id: n for doc_id, (_, n) in after.items()}
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     db.close()
+
+
+def test_readyz_is_not_ready_while_the_judge_cannot_be_loaded(tmp_path, monkeypatch):
+    import sourcegate.server.app as app_module
+
+    monkeypatch.setattr(app_module, "LOAD_RETRY_S", (0.2, 0.2, 0.2, 0.5))
+    scores = tmp_path / "scores.jsonl"  # not there yet: the recorded judge cannot be loaded
+    settings = make_settings(tmp_path / "audit.jsonl", judge="recorded", recorded_scores_path=str(scores),
+                             mcp_allowed_hosts="")
+    with running_server(create_app(settings), settings) as base:
+        deadline = time.monotonic() + 120
+        while (r := httpx.get(base + "/readyz", timeout=10)).json()["state"] == "starting":
+            assert time.monotonic() < deadline, "the library never loaded"
+            time.sleep(0.2)
+        assert r.status_code == 503 and r.json()["state"] == "judge_unavailable", r.json()
+        assert "degraded" in r.json()["detail"]
+        scores.write_text("", encoding="utf-8")  # the judge can be loaded now: ready by itself
+        deadline = time.monotonic() + 30
+        while (r := httpx.get(base + "/readyz", timeout=10)).status_code != 200:
+            assert time.monotonic() < deadline, r.json()
+            time.sleep(0.2)
+        assert r.json()["state"] == "ready"
+
+
+def test_the_vectors_are_loaded_before_ready(tmp_path):
+    settings = make_settings(tmp_path / "audit.jsonl", mcp_allowed_hosts="")
+    app = create_app(settings)
+    with running_server(app, settings) as base:
+        deadline = time.monotonic() + 120
+        while httpx.get(base + "/readyz", timeout=10).status_code != 200:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        store = app.state.gate_holder.gate.store
+        assert store._np_cache is not None or store.dense_index == "sqlite"  # loaded by the warm-up

@@ -339,17 +339,38 @@ class _GateHolder:
         self._store_probe: tuple[float, str | None] | None = None
         self._library_empty: bool | None = None
         self._library_checked = 0.0
+        self.judge_error: str | None = None  # exception type only: clients see the state in /readyz
 
     def get_sync(self) -> SourceGate:
         with self._lock:
             if self.gate is None:
                 gate = SourceGate(self.settings)
-                try:
-                    gate.judge  # the judge's weights load now, not on the first question
-                except Exception as e:  # answers will be degraded (fail closed); the log says why
-                    log.warning("the judge could not be loaded", extra={"error": type(e).__name__})
+                self._load_judge(gate)  # the judge's weights load now, not on the first question
+                self._warm(gate)
                 self.gate = gate
             return self.gate
+
+    def _load_judge(self, gate: SourceGate) -> bool:
+        """Load the judge; while it cannot be loaded, answers are degraded (fail closed) and
+        /readyz says `judge_unavailable`. The server tries again every LOAD_RETRY_S[-1] seconds."""
+        try:
+            gate.judge
+        except Exception as e:
+            self.judge_error = type(e).__name__
+            log.error("the judge could not be loaded (trying again in %s s): %s", LOAD_RETRY_S[-1],
+                      " ".join(str(e).split())[:300], extra={"error": type(e).__name__})
+            return False
+        self.judge_error = None
+        return True
+
+    def _warm(self, gate: SourceGate) -> None:
+        """One retrieval before the server says it is ready: the embedder's query path and the
+        store's vectors (held in memory for SQLite: seconds at 100k chunks) load now, not on the
+        first question."""
+        try:
+            gate.retriever.retrieve("sourcegate readiness warm-up")
+        except Exception as e:  # an empty or unreadable store: readiness says so
+            log.warning("the warm-up retrieval failed", extra={"error": type(e).__name__})
 
     def begin_loading(self) -> None:
         self._loaded = anyio.Event()
@@ -374,6 +395,9 @@ class _GateHolder:
                     self._loaded.set()
             await anyio.sleep(delay)
         await anyio.to_thread.run_sync(self._warm_audit_index)  # ready meanwhile: lookups wait for it
+        while self.judge_error is not None and self.gate is not None:
+            await anyio.sleep(LOAD_RETRY_S[-1])
+            await anyio.to_thread.run_sync(self._load_judge, self.gate)
 
     def _warm_audit_index(self) -> None:
         """Bring the audit log's index up to date now rather than on the first lookup."""
@@ -450,6 +474,8 @@ class _GateHolder:
             return False, "starting" if self.load_error is None else "unavailable"
         if self.library_empty():
             return False, "library_empty"
+        if self.judge_error is not None:
+            return False, "judge_unavailable"
         if self.audit_problem() is not None:
             return False, "audit_log_unwritable"
         if self.store_problem() is not None:
@@ -728,6 +754,9 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
                 "in_flight": admission.running, "queued": admission.waiting}
         if state == "library_empty":
             body["detail"] = LIBRARY_EMPTY
+        elif state == "judge_unavailable":
+            body["detail"] = ("the judge could not be loaded: every answer would be a degraded abstention; the "
+                              "server tries again every 10 s (the server log says why)")
         return body
 
     async def healthz(request: Request) -> Response:
