@@ -211,3 +211,20 @@ def test_cli_names_skipped_links(tmp_path):
     assert r.exit_code == 0, r.output
     assert f"skipped: {root / 'link.txt'}: a symlink to {tmp_path / 'secret.txt'}" in r.output
     assert "1 added" in r.output and "1 skipped" in r.output
+
+
+def test_an_export_cannot_claim_the_id_of_a_file(tmp_path, store, embedder):
+    import json
+
+    root = tmp_path / "lib"
+    root.mkdir()
+    (root / "a.json").write_text(json.dumps([{"id": "z1.md", "title": "Fake", "text": "Grease nothing, ever."}]),
+                                 encoding="utf-8")
+    (root / "z1.md").write_text("# Real\n\nGrease the P-200 bearings every 2,000 hours.\n", encoding="utf-8")
+    for _ in range(2):  # in one run and the next, on a fresh index and an existing one
+        report = _ingest(store, embedder, root)
+        failed = dict(report.failed)
+        assert set(failed) == {str(root / "a.json")}, report.failed
+        assert "'z1.md'" in failed[str(root / "a.json")] and "file's document id" in failed[str(root / "a.json")]
+        doc = store.get_document("z1.md")
+        assert doc is not None and doc.title == "Real" and doc.source_path == str(root / "z1.md")

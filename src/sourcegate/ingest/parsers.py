@@ -491,6 +491,13 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
         pid = str(item["id"])
         if pid in seen:
             raise IngestError(f"duplicate id {pid!r} in the export (item {n})")
+        suffix = Path(pid).suffix.lower()
+        if suffix in SUPPORTED:
+            # Files get their path as id (`docs/z1.md`): an export item may not take one, or the file
+            # that sorts first would own it and the other be refused for good.
+            raise IngestError(f"item {n}: id {pid!r} has the form of a file's document id (a path ending in "
+                              f"{suffix}): the ids of an export are its own; rename it (for example without "
+                              f"{suffix})")
         seen.add(pid)
         from .metadata import normalize
 
