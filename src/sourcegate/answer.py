@@ -157,10 +157,11 @@ _META_LABEL = re.compile(r"^\s*(?:[-*\u2022]\s*)?(last (modified|updated|reviewe
 
 def is_label(s: str, title: str = "") -> bool:
     """A title, heading or label, never quoted as a sentence: `is_heading`, a metadata line, or a
-    table row that holds no value."""
+    table's header row (short cells, no value)."""
     if is_heading(s, title) or _META_LABEL.match(s):
         return True
-    return "|" in s and not re.search(r"\d", s)
+    cells = [c.strip() for c in s.split("|")]
+    return len(cells) > 1 and not re.search(r"\d", s) and all(len(c.split()) <= 4 for c in cells)
 
 
 _INTERVAL_UNITS = {"h", "min", "s", "d", "wk", "mo", "yr"}
