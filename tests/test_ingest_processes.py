@@ -148,3 +148,33 @@ def test_sigterm_stops_ingest_cleanly_and_the_next_run_finishes(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"{FILES - written} added" in done.stdout and f"{written} unchanged" in done.stdout
     assert _whole_documents(home / "index.db") == FILES
+
+
+def test_sigterm_while_one_big_document_is_embedded_stops_within_seconds(tmp_path):
+    """The first batch is embedded in the ingest's own process: a big document there used to hold
+    SIGTERM until its whole embedding was done (49 s in one measure)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    paragraphs = [PARAGRAPH.format(n=k, h=100 + k, l=k % 9) * 4 for k in range(3000)]
+    (lib / "big.txt").write_text("A long manual\n\n" + "\n\n".join(paragraphs) + "\n", encoding="utf-8")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCEGATE_", "AUDIT_"))}
+    env.update(SOURCEGATE_HOME=str(home))  # the real embedder: seconds per hundred chunks here
+    proc = subprocess.Popen([sys.executable, "-m", "sourcegate.cli", "ingest", str(lib)], env=env,
+                            stdout=(home / "out.txt").open("w"), stderr=(home / "err.txt").open("w"))
+    proc.home = home
+    time.sleep(15)  # the embedder is loaded and the document parsed: it is being embedded
+    assert proc.poll() is None, _output(proc)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("ingest did not stop within 60 s of SIGTERM")
+    stopped = time.monotonic() - t0
+    out = _output(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, (proc.returncode, out)
+    assert "interrupted by SIGTERM" in out
+    assert stopped < 10, stopped

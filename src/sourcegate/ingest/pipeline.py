@@ -182,14 +182,34 @@ def _no_guard():
 _WORKER_EMBEDDER: Embedder | None = None
 
 
-def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None = None):
-    """Vectors and passage features for (title, text) pairs; runs in a worker process or inline."""
+# Inline embedding looks up for a stop request (SIGTERM, Ctrl-C) between steps this big.
+EMBED_STEP = 64
+
+
+def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None = None,
+                        should_stop: Callable[[], bool] | None = None):
+    """Vectors and passage features for (title, text) pairs; runs in a worker process or inline.
+    Inline, `should_stop` is asked between steps: a big document's embedding does not hold a stop
+    request for the whole of it (`_Stopped`)."""
     embedder = embedder or _WORKER_EMBEDDER
-    vectors = embedder.embed([f"{title}\n{text}" for title, text in items])
+    texts = [f"{title}\n{text}" for title, text in items]
+    if should_stop is None:
+        vectors = embedder.embed(texts)
+    else:
+        import numpy as np
+
+        parts = []
+        for start in range(0, len(texts), EMBED_STEP):
+            if should_stop():
+                raise _Stopped
+            parts.append(np.asarray(embedder.embed(texts[start:start + EMBED_STEP])))
+        vectors = np.concatenate(parts) if parts else np.asarray(embedder.embed([]))
     features_fn = _passage_features_fn()
     feats: list[dict | None] = [None] * len(items)
     if features_fn is not None:
         for i, (title, text) in enumerate(items):
+            if should_stop is not None and should_stop():
+                raise _Stopped
             try:
                 feats[i] = features_fn(text, title, embedder=embedder, vector=vectors[i])
             except Exception:
@@ -425,7 +445,11 @@ class Ingestor:
                 from concurrent.futures import Future
 
                 future = Future()
-                future.set_result(_embed_and_features(items, self.embedder))
+                try:
+                    future.set_result(_embed_and_features(items, self.embedder, self._stop.is_set))
+                except _Stopped:
+                    self._inflight.clear()
+                    return
             self._inflight.append((future, batch))
         # Write finished batches in order; keep at most `workers` batches in flight.
         while self._inflight and (final or len(self._inflight) > self.workers or self._inflight[0][0].done()):
