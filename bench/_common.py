@@ -108,7 +108,8 @@ def pct(values: list[float], q: float) -> float:
 
 
 def lat(values_ms: list[float]) -> dict[str, float]:
-    return {"p50": pct(values_ms, 50), "p95": pct(values_ms, 95), "n": len(values_ms)}
+    return {"p50": pct(values_ms, 50), "p95": pct(values_ms, 95),
+            "max": round(max(values_ms), 1) if values_ms else 0.0, "n": len(values_ms)}
 
 
 def peak_rss_mb() -> float:
