@@ -84,6 +84,7 @@ def load(base: str, clients: int, total: int, questions: list[str], timeout: flo
     """`total` requests spread over `clients` threads, each with its own connection."""
     lock = threading.Lock()
     lat_ms: list[float] = []
+    answered_ms: list[float] = []
     codes: dict[int, int] = {}
     degraded = [0]
     errors: dict[str, int] = {}
@@ -107,8 +108,9 @@ def load(base: str, clients: int, total: int, questions: list[str], timeout: flo
                 with lock:
                     lat_ms.append(ms)
                     codes[r.status_code] = codes.get(r.status_code, 0) + 1
-                    if r.status_code == 200 and r.json().get("degraded"):
-                        degraded[0] += 1
+                    if r.status_code == 200:
+                        answered_ms.append(ms)
+                        degraded[0] += bool(r.json().get("degraded"))
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
     t0 = time.perf_counter()
@@ -118,7 +120,8 @@ def load(base: str, clients: int, total: int, questions: list[str], timeout: flo
         th.join()
     wall = time.perf_counter() - t0
     return {"clients": clients, "requests": total, "wall_s": round(wall, 2), "req_per_s": round(total / wall, 2),
-            "latency_ms": lat(lat_ms), "status_codes": codes, "errors": errors, "degraded": degraded[0]}
+            "answered_per_s": round(codes.get(200, 0) / wall, 2), "latency_ms": lat(lat_ms),
+            "latency_answered_ms": lat(answered_ms), "status_codes": codes, "errors": errors, "degraded": degraded[0]}
 
 
 def soak(base: str, clients: int, duration: float, questions: list[str], timeout: float) -> dict:
@@ -258,16 +261,17 @@ def main() -> None:
         rows = run["levels"]
         best = max(rows, key=lambda r: r["req_per_s"])
         lines.append(f"{run['workers']} workers: " + "; ".join(
-            f"{r['clients']} clients: {r['req_per_s']} req/s, p50/p95 {r['latency_ms']['p50']}/{r['latency_ms']['p95']} ms"
+            f"{r['clients']} clients: {r['answered_per_s']} answered/s ({r['status_codes'].get(503, 0)} 503s), "
+            f"answered p50/p95 {r['latency_answered_ms']['p50']}/{r['latency_answered_ms']['p95']} ms"
             + (f", {r['degraded']} degraded" if r["degraded"] else "")
             + (f", errors {r['errors']}" if r["errors"] else "") for r in rows)
             + f" | best {best['req_per_s']} req/s at {best['clients']} clients; {audit_text(run['audit'])}")
     if len(runs) > 1:
         base_run = runs[0]
         for run in runs[1:]:
-            ratios = [f"{b['clients']} clients x{r['req_per_s'] / b['req_per_s']:.2f}"
-                      for b, r in zip(base_run["levels"], run["levels"]) if b["req_per_s"]]
-            lines.append(f"throughput {run['workers']} workers / {base_run['workers']}: " + ", ".join(ratios))
+            ratios = [f"{b['clients']} clients x{r['answered_per_s'] / b['answered_per_s']:.2f}"
+                      for b, r in zip(base_run["levels"], run["levels"]) if b["answered_per_s"]]
+            lines.append(f"answers per second, {run['workers']} workers / {base_run['workers']}: " + ", ".join(ratios))
     emit("server", {"judge": args.judge, "server_env": extra, "runs": runs,
                     "levels": runs[0]["levels"] if len(runs) == 1 else None}, " || ".join(lines))
 
