@@ -136,8 +136,12 @@ def _build(base: str, wheels: Path, context: Path) -> None:
     for f in wheels.glob("*.whl"):  # hard links: the same bytes, so podman's layer cache holds between runs
         os.link(f, context / "wheels" / f.name)
     (context / ".containerignore").write_text((ROOT / ".containerignore").read_text() + "!wheels\n")
+    before = podman("image", "inspect", IMAGE_TAG, "--format", "{{.Id}}", check=False).stdout.strip()
     podman("build", "--isolation=chroot", "--format", "docker", "--build-arg", f"BASE={base}", "--build-arg", "OFFLINE=1",
            "-t", IMAGE_TAG, "-f", "Containerfile", str(context), timeout=1500)
+    after = podman("image", "inspect", IMAGE_TAG, "--format", "{{.Id}}").stdout.strip()
+    if before and before != after:  # the previous run's image, untagged now: free its layers (the build cache stays)
+        podman("rmi", before, check=False)
 
 
 @pytest.fixture(scope="module")
