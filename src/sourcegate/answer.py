@@ -130,9 +130,13 @@ _QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently|fast|hot
                          r"température|pression|durée|limite)|à quelle (fréquence|vitesse|température))\b", re.I)
 
 
+_LIMIT_Q = re.compile(r"\b(maximum|minimum|maximale?|minimale?|limit|limite)\b", re.I)
+
+
 def wants_value(query: str) -> bool:
-    """A question that asks for a number: how often, how much, which speed or temperature ..."""
-    return bool(_QUANTITY_Q.search(query)) or T.qtype(query) in ("freq", "quant")
+    """A question that asks for a number: how often, how much, which speed or temperature, the
+    maximum or minimum of something ..."""
+    return bool(_QUANTITY_Q.search(query) or _LIMIT_Q.search(query)) or T.qtype(query) in ("freq", "quant")
 
 
 def _has_value(s: str) -> bool:
