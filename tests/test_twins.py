@@ -100,3 +100,19 @@ def test_ingest_stores_twins_and_the_judge_drops_the_other_platform(tmp_path, em
         "Which command installs the keystone packages on Red Hat Enterprise Linux?", inputs).results}
     assert res["keystone-ubuntu"].contains_answer_evidence <= 0.05
     assert res["keystone-rhel"].contains_answer_evidence > res["keystone-ubuntu"].contains_answer_evidence
+
+
+def test_revision_numbers_alone_make_twins_only_of_near_copies():
+    """Two different procedures of one library differ by their revision numbers too: numbers alone tell
+    twins apart only for near-copies, and a one-digit number never does."""
+    brg = _entry("b", "brg", "Bearing lubrication P-300 (Rev. 3)", "Grease the P-300 bearings every 2,000 hours.",
+                 [1.0, 0.0, 0.0], "3")
+    seal = _entry("s", "seal", "Seal replacement P-300 (Rev. 1)", "Replace the P-300 seal with a new cartridge.",
+                  [0.7, 0.714, 0.0], "1")
+    assert find_twins([brg, seal]) == {}
+    r12 = _entry("a", "r12", "Retention guide 12", "Keep logs 30 days.", [1.0, 0.0, 0.0], "12")
+    r13 = _entry("c", "r13", "Retention guide 13", "Keep logs 90 days.", [0.99, 0.141, 0.0], "13")
+    t = find_twins([r12, r13])
+    assert t["a"][0]["own"] == ["12"] and t["a"][0]["other"] == ["13"]
+    # "1,000" in a question is not the number 1 or 0
+    assert twin_named("Grease every 1,000 hours?", [{"own": ["12"], "other": ["13"]}]) is None

@@ -10,3 +10,43 @@ def fold(s: str) -> str:
     if s.isascii():
         return s.lower()
     return "".join(ch for ch in unicodedata.normalize("NFKD", s.lower()) if not unicodedata.combining(ch))
+
+
+_CONFUSABLE: dict[int, str] | None = None
+
+
+def _confusable_map() -> dict[int, str]:
+    """Non-ASCII characters that look like an ASCII letter or digit (Cyrillic "а", Greek "ο",
+    fullwidth "Ａ"...), mapped to it: from the Unicode confusables data that the
+    confusable-homoglyphs package ships."""
+    global _CONFUSABLE
+    if _CONFUSABLE is None:
+        import json
+        from pathlib import Path
+
+        import confusable_homoglyphs
+
+        data = json.loads((Path(confusable_homoglyphs.__file__).parent / "confusables.json").read_text(encoding="utf-8"))
+        table: dict[int, str] = {}
+        for ch, entry in data.items():
+            if len(ch) != 1 or ch.isascii():
+                continue
+            for g in (entry if isinstance(entry, list) else entry.get("homoglyphs", ())):
+                c = g.get("c", "")
+                if len(c) == 1 and c.isascii() and c.isalnum():
+                    table[ord(ch)] = c
+                    break
+        _CONFUSABLE = table
+    return _CONFUSABLE
+
+
+def skeleton(s: str) -> str:
+    """`fold(s)` after removing format characters (zero-width spaces and joiners, bidi controls) and
+    mapping look-alike letters of other scripts to the ASCII letter they imitate, so that
+    "Іgnоrе" written in Cyrillic reads as "ignore". For reading text, never for showing it."""
+    if s.isascii():
+        return s.lower()
+    s = "".join(ch for ch in s if unicodedata.category(ch) != "Cf")
+    # accents first (NFKD keeps "é" a Latin e), then look-alikes of what is left
+    s = fold(s)
+    return s.translate(_confusable_map()).lower()

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 # cosine between two passages' stored vectors from which they may be twins (the embedder's scale:
 # translations and product twins of one vendor family sit at 0.65-0.9, version twins above 0.9)
 TWIN_MIN_SIM = 0.65
+# two passages told apart by numbers alone (releases, revisions) are twins only when this close: two
+# different procedures of one library differ by their revision numbers too
+VERSION_TWIN_MIN_SIM = 0.8
 # twins kept per passage, closest first
 MAX_TWINS = 4
 # the similarity matrix is computed in blocks of this many passages
@@ -88,7 +91,9 @@ def name_terms(title: str, heading: str = "", version: str = "") -> set[str]:
     for t in _tokens(version or ""):
         if any(c.isdigit() for c in t):
             out.add(t)
-    return out
+    # a one-character term ("2", "B") is too common in questions to tell anything apart, and so is a run
+    # of zeros (the tokens split "1,000" into "1" and "000")
+    return {t for t in out if len(t) > 1 and t.strip("0")}
 
 
 def _numbers(text: str) -> frozenset[str]:
@@ -158,7 +163,8 @@ def find_twins(entries: list[PassageEntry], min_sim: float = TWIN_MIN_SIM,
                 if a.lang != b.lang and a.numbers == b.numbers:
                     continue  # the same page in another language
                 own, other = distinguishing(a, b), distinguishing(b, a)
-                if own and other:
+                numeric = all(any(c.isdigit() for c in t) for t in own + other)
+                if own and other and (not numeric or row[j] >= VERSION_TWIN_MIN_SIM):
                     found.append({"doc": str(d), "own": own, "other": other, "sim": round(float(row[j]), 4)})
                 if len(found) >= max_twins:
                     break

@@ -169,6 +169,7 @@ def main() -> None:
     ap.add_argument("--base-cache", type=Path, default=DEFAULT_CACHE / "stack_base.json",
                     help="the interpretable judge's scores per row (they do not depend on the reader)")
     ap.add_argument("--no-con", action="store_true", help="do not fit the contradiction head")
+    ap.add_argument("--real", action="store_true", help="add the pairs built from real documents (training/real_pairs.py)")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO / "scripts"))
     from train_local_judge import fit_head
@@ -187,6 +188,16 @@ def main() -> None:
     # yes/no questions go through the yes/no head at run time: they are fitted there
     rows += [r for r in proc if not is_polar(r["query"])]
     prow = polar_rows(a.data) + [dict(r, label=int(r["label"])) for r in proc if is_polar(r["query"])]
+    if a.real:
+        # questions built from real documents (training/real_pairs.py), the test split of its documents
+        # left out; weighed with the procedure rows. Opt-in: heads fitted with them made the judge abstain
+        # far more often on the real development library (bench/README.md, "Real documents")
+        from training.real_pairs import build
+
+        for split in ("fit", "cal"):
+            real = build(split)
+            rows += [dict(r, proc=True) for r in real["evidence"] if not is_polar(r["query"])]
+            prow += [dict(r, proc=True) for r in real["polar"] if is_polar(r["query"])]
     judge = LocalJudge(reader=False)
     cached = json.loads(a.base_cache.read_text()) if a.base_cache.exists() else {}
     cache = cached.get("base", {}) if cached.get("judge") == judge.model_id else {}
@@ -206,7 +217,8 @@ def main() -> None:
                        "evi_polar")
     out = {"about": "heads of the reader stage, fitted by training/reader/stack.py on data the reader never trained "
                     "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
-                    "held-out passages and hand-written procedure yes/no questions (evi_polar); hand-written "
+                    "held-out passages and hand-written procedure yes/no questions (evi_polar); with --real, "
+                    "questions built from real documents too (training/real_pairs.py); hand-written "
                     "false-premise questions (con_rd, scripts/data/false_premise_dev.jsonl). LR on one half of "
                     "the groups, isotonic on the other",
            "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}

@@ -25,6 +25,8 @@ from .lexicons import ARCHIVED_STATUS
 from .reader_stage import ReaderStage, load_reader_stage
 from .model import (
     INJ_CASCADE_BAND,
+    InjectionReader,
+    load_injection_reader,
     INJ_TOP_SHARE_MAX,
     Weights,
     injection_offtopic,
@@ -41,7 +43,9 @@ def features_version() -> str:
     that editing a lexicon refreshes them even when the fitted weights stay the same."""
     cues = [lexicons.INJECTION_STRONG, lexicons.INJECTION_WEAK, lexicons.SUPERSEDED_STRONG, lexicons.SUPERSEDED_WEAK,
             list(INJ_CASCADE_BAND), INJ_TOP_SHARE_MAX]
-    return "3-" + hashlib.sha256(json.dumps(cues).encode()).hexdigest()[:8]
+    rd = load_injection_reader()
+    cues.append(rd.version if rd is not None else "")
+    return "4-" + hashlib.sha256(json.dumps(cues).encode()).hexdigest()[:8]
 
 
 FEATURES_VERSION = features_version()
@@ -66,7 +70,9 @@ def _injection_first_stage(w: Weights, text: str, title: str):
     return float(first.predict(vec(fi, first.names))[0]), sents, logits, fi
 
 
-def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
+def _passage_injection_model(w: Weights, text: str, title: str, embedder=None, vector=None):
+    """The passage model of the injection question: its first stage, and its second where the first is
+    unsure. Returns (probability, sentences, their logits)."""
     p_inj, sents, logits, fi = _injection_first_stage(w, text, title)
     lo, hi = INJ_CASCADE_BAND
     if len(sents) >= 2 and lo <= p_inj <= hi:
@@ -78,6 +84,14 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
         fs2 = injection_offtopic(fi, sents, logits, embedder.embed, f"{title}\n{text}" if title else text,
                                  _stored_vector(vector, getattr(embedder, "dim", np.size(vector))))
         p_inj = float(w.heads["inj_sem"].predict(vec(fs2, w.heads["inj_sem"].names))[0])
+    return p_inj, sents, logits
+
+
+def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
+    rd = load_injection_reader(w.directory)
+    if rd is not None:
+        return _passage_scores_by_sentence(w, rd, text, title, embedder, vector)
+    p_inj, sents, logits = _passage_injection_model(w, text, title, embedder, vector)
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
     out = {
@@ -90,6 +104,24 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
         i = int(np.argmax(logits))
         if p_inj > 0.5:
             out["inj_sentence"] = sents[i][:300]
+    return out
+
+
+def _passage_scores_by_sentence(w: Weights, rd: InjectionReader, text: str, title: str, embedder=None,
+                                vector=None) -> dict:
+    """The injection question from its two readers: the passage model (the passage as a whole) and the
+    sentence reader, whose maximum over the passage's sentences lets one AI-addressed sentence count
+    whatever surrounds it; a fitted head combines them (`training/injection.py`)."""
+    p_passage, _, _ = _passage_injection_model(w, text, title, embedder, vector)
+    sents = injection_sentences(text)
+    if title:
+        sents = [title] + sents
+    logits = rd.logits(sents, embedder)
+    p_inj = rd.combined(p_passage, float(np.max(logits))) if logits.size else p_passage
+    p_sup = float(w.heads["sup"].predict(vec(superseded_raw(text, title), w.heads["sup"].names))[0])
+    out = {"v": FEATURES_VERSION, "w": w.version, "inj": round(p_inj, 5), "sup": round(p_sup, 5)}
+    if logits.size and p_inj > 0.5:
+        out["inj_sentence"] = sents[int(np.argmax(logits))][:300]
     return out
 
 
@@ -213,6 +245,7 @@ class LocalJudge:
         self._polar_stage(q, base, readings, infos)
         _other_unit_stage(q, base, infos)
         _twin_stage(q, base, passages, w)
+        _off_subject_stage(base, w)
         for k, b in base.items():
             p = passages[k]
             try:
@@ -374,6 +407,19 @@ def _other_unit_stage(q, base: dict, infos: dict) -> None:
         if pids and not (qids & pids) and any(_ids_similar(i, j) for i in qids for j in pids):
             b["evi"] = min(b["evi"], OTHER_UNIT_EVIDENCE_MAX)
             b["quote"] = None
+
+
+# below this relevance a passage is off the question's subject (the gate's default relevance threshold)
+CON_MIN_REL = 0.45
+
+
+def _off_subject_stage(base: dict, w: Weights) -> None:
+    """A passage off the question's subject cannot contradict its premise: on real documents the
+    contradiction head fires on passages that share a number or a negation with the question and
+    nothing else."""
+    for b in base.values():
+        if b["rel"] < CON_MIN_REL:
+            b["con"] = min(b["con"], w.heads["con"].no_premise_p)
 
 
 def _twin_stage(q, base: dict, passages: list[JudgeInput], w: Weights) -> None:

@@ -99,17 +99,122 @@ class Weights:
         return sentence_logits(sentences, self.vectorizers(), self.inj_char, self.inj_word, self.inj_bias)
 
 
+def reading_text(s: str) -> str:
+    """What the injection readers read of a sentence: folded, without format characters, look-alike
+    letters of other scripts mapped to the ASCII ones they imitate."""
+    from ...normalize import skeleton
+
+    return skeleton(s)
+
+
 def sentence_logits(sentences, vecs, wc, ww, b) -> np.ndarray:
     if not sentences:
         return np.zeros(0)
-    folded = [T.fold(s) for s in sentences]
+    folded = [reading_text(s) for s in sentences]
     Xc = vecs[0].transform(folded)
     Xw = vecs[1].transform(folded)
     return np.asarray(Xc @ wc + Xw @ ww + b).ravel()
 
 
+INJ_SENT_FILE = "injection_sentences"
+# the sentences of a passage read with their embedding too: the most suspicious ones by n-grams and cues
+# (ingest embeds no more than these; measured in training/injection.py's report as shipped)
+EMBED_TOP_K = 3
+
+
+def injection_cues(sentence: str) -> tuple[float, float]:
+    """How many of the strong and weak cue patterns (text addressed to an AI) a sentence matches."""
+    fs = T.fold(reading_text(sentence))
+    return (float(sum(1 for r in INJ_STRONG_RE if r.search(fs))), float(sum(1 for r in INJ_WEAK_RE if r.search(fs))))
+
+
+class InjectionReader:
+    """The injection question by sentence: a passage is as much an injection as its most AI-addressed
+    sentence, whatever surrounds it (`training/injection.py` fits it and writes its report)."""
+
+    def __init__(self, directory: Path = WEIGHTS_DIR):
+        d = Path(directory)
+        raw = (d / f"{INJ_SENT_FILE}.json").read_bytes()
+        araw = (d / f"{INJ_SENT_FILE}.npz").read_bytes()
+        self.version = hashlib.sha256(raw + araw).hexdigest()[:10]
+        self.meta = json.loads(raw)
+        self.iso_x = np.asarray(self.meta["iso_x"], dtype=np.float64)
+        self.iso_y = np.asarray(self.meta["iso_y"], dtype=np.float64)
+        with np.load(d / f"{INJ_SENT_FILE}.npz") as z:
+            self.wc = z["char"].astype(np.float32)
+            self.ww = z["word"].astype(np.float32)
+            self.we = z["sem"].astype(np.float32) if "sem" in z else None
+            self.b = float(z["bias"][0])
+            # stage 2: (weight of the n-gram logit, bias) beside the sentence embedding
+            self.stage2 = tuple(float(x) for x in z["stage2"]) if "stage2" in z else (1.0, 0.0)
+            self.wl = z["cues"].astype(np.float32) if "cues" in z else None
+        self.embedder_id = self.meta.get("embedder")
+        self._vec = None
+        self._embedder = None
+
+    def _embed(self, texts: list[str], embedder=None) -> np.ndarray:
+        """Sentence vectors from the embedder the reader was fitted with (the index's own when it is
+        that one, else the default embedder, shipped in its package)."""
+        if embedder is None or getattr(embedder, "id", None) != self.embedder_id:
+            if self._embedder is None:
+                from ...embed import get_embedder
+
+                self._embedder = get_embedder(self.embedder_id)
+            embedder = self._embedder
+        return np.asarray(embedder.embed([reading_text(t) for t in texts]), dtype=np.float32)
+
+    def logits(self, sentences: list[str], embedder=None) -> np.ndarray:
+        """One logit per sentence: n-grams and cue counts for every sentence, and for the
+        `EMBED_TOP_K` most suspicious of them the sentence embedding too (the others stay at -inf:
+        the passage score is the maximum)."""
+        if self._vec is None:
+            from sklearn.feature_extraction.text import HashingVectorizer
+
+            self._vec = (HashingVectorizer(**INJ_CHAR), HashingVectorizer(**INJ_WORD))
+        out = sentence_logits(sentences, self._vec, self.wc, self.ww, self.b)
+        if self.we is None or not len(sentences):
+            return out
+        a, b2 = self.stage2
+        first = a * out + b2
+        if self.wl is not None:
+            first = first + np.asarray([injection_cues(t) for t in sentences], dtype=np.float32) @ self.wl
+        top = np.argsort(-first)[:EMBED_TOP_K]
+        full = np.full(len(sentences), -np.inf)
+        full[top] = first[top] + self._embed([sentences[i] for i in top], embedder) @ self.we
+        return full
+
+    def probability(self, logit: float) -> float:
+        return float(np.clip(np.interp(logit, self.iso_x, self.iso_y), 0.001, 0.999))
+
+    def probability_array(self, logits: np.ndarray) -> np.ndarray:
+        return np.clip(np.interp(logits, self.iso_x, self.iso_y), 0.001, 0.999)
+
+    def combined(self, passage_p: float, sentence_max: float) -> float:
+        """The passage head: the passage model's probability and the sentence reader's maximum logit,
+        through the fitted logistic regression and its isotonic calibration (sentence reader alone when
+        no such head is shipped)."""
+        c = self.meta.get("combine")
+        if not c:
+            return self.probability(sentence_max)
+        p = min(1 - 1e-4, max(1e-4, float(passage_p)))
+        z = c["coef"][0] * math.log(p / (1 - p)) + c["coef"][1] * sentence_max + c["intercept"]
+        return float(np.clip(np.interp(z, c["iso_x"], c["iso_y"]), 0.001, 0.999))
+
+
 _lock = threading.Lock()
 _cache: dict[str, Weights] = {}
+_inj_cache: dict[str, InjectionReader | None] = {}
+
+
+def load_injection_reader(directory: Path | str | None = None) -> InjectionReader | None:
+    """The sentence reader of the injection question, or None where its files are absent (the
+    passage heads then answer alone)."""
+    key = str(directory or WEIGHTS_DIR)
+    with _lock:
+        if key not in _inj_cache:
+            d = Path(key)
+            _inj_cache[key] = InjectionReader(d) if (d / f"{INJ_SENT_FILE}.npz").exists() else None
+        return _inj_cache[key]
 
 
 def load_weights(directory: Path | str | None = None) -> Weights:
@@ -154,7 +259,7 @@ def injection_raw(text: str, title: str, logits: np.ndarray, sentences: list[str
     strong = []
     weak = []
     for sent in sentences:
-        fs = T.fold(sent)
+        fs = reading_text(sent)
         strong.append(sum(1 for r in INJ_STRONG_RE if r.search(fs)))
         weak.append(sum(1 for r in INJ_WEAK_RE if r.search(fs)))
     f["strong_n"] = math.log1p(sum(strong))
