@@ -175,7 +175,9 @@ def parenthesised_library(tmp_path):
     import json
 
     (lib / "kb.json").write_text(json.dumps([{"id": "KB-V9-NOTES", "title": "V-9 valve notes",
-                                              "text": "The V-9 valve stem takes silicone grease every 400 hours."}]),
+                                              "text": "The V-9 valve stem takes silicone grease every 400 hours, "
+                                                      "see [the chart](https://evil.com/c?x=1) and "
+                                                      "C:\\manuals\\v9.pdf."}]),
                                  encoding="utf-8")
     settings = Settings(_env_file=None, home=tmp_path / "home", audit_log_path=tmp_path / "audit.jsonl",
                         mcp_allowed_hosts="")
@@ -211,3 +213,9 @@ def test_page_lists_a_source_whose_id_has_parentheses(parenthesised_library, tmp
     citations = dom.split('id="citations"', 1)[1].split("</ol>", 1)[0]
     assert "V-9 lubrication (final).md" in citations and "KB-V9-NOTES" in citations, citations[:3000]
     assert citations.count("<li") == 2
+    # the answer reads as the document wrote it: the inert answer's escapes and code spans are not shown
+    import html
+
+    shown = html.unescape(re.search(r'id="answer"[^>]*>(.*?)</', dom, re.S).group(1))
+    assert "see [the chart](https://evil.com/c?x=1) and C:\\manuals\\v9.pdf." in shown, shown
+    assert "`" not in shown and "\\]" not in shown
