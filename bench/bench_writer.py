@@ -101,7 +101,7 @@ def judge_pairs(gguf: Path, n: int) -> dict:
     from sourcegate.judges.base import JudgeInput
     from sourcegate.judges.llm_readout import LlmReadoutJudge
 
-    rows = [json.loads(x) for x in (REPO / "scripts" / "data" / "evidence_hard_blind.jsonl").read_text().splitlines() if x.strip()]
+    rows = [json.loads(x) for x in (REPO / "training" / "data" / "evidence_hard_blind.jsonl").read_text().splitlines() if x.strip()]
     rows = rows[:n]
     judge = LlmReadoutJudge(base_url=f"gguf:{gguf}", model=None)
     ys, ev, rel, secs, failed = [], [], [], [], 0
@@ -118,7 +118,7 @@ def judge_pairs(gguf: Path, n: int) -> dict:
     auc = lambda s: round(float(roc_auc_score(ys, s)), 3) if len(set(ys)) == 2 else None  # noqa: E731
     return {"pairs": len(rows), "failed": failed, "evidence_auroc": auc(ev), "relevant_as_evidence_auroc": auc(rel),
             "seconds_per_pair": {"p50": round(sorted(secs)[len(secs) // 2], 2), "mean": round(sum(secs) / len(secs), 2)},
-            "note": "five questions per pair, one request each; set: scripts/data/evidence_hard_blind.jsonl "
+            "note": "five questions per pair, one request each; set: training/data/evidence_hard_blind.jsonl "
                     "(hand-written, each question with an answering and a same-subject non-answering passage)"}
 
 
@@ -134,11 +134,11 @@ def support_sets(minimum: float) -> dict:
     from sourcegate.models import Candidate
 
     check = SupportCheck(get_embedder(), minimum)
-    procs = {r["id"]: r for r in map(json.loads, (REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl").read_text().splitlines())}
+    procs = {r["id"]: r for r in map(json.loads, (REPO / "training" / "data" / "evidence_procedures_dev.jsonl").read_text().splitlines())}
     demo = {d["id"]: d for d in json.loads((DEMO / "corpus" / "procedures.json").read_text())}
     out = {}
     for name, key, source in (("dev", "passage", procs), ("blind", "doc", demo)):
-        rows = [json.loads(x) for x in (REPO / "scripts" / "data" / f"writer_support_{name}.jsonl").read_text().splitlines() if x.strip()]
+        rows = [json.loads(x) for x in (REPO / "training" / "data" / f"writer_support_{name}.jsonl").read_text().splitlines() if x.strip()]
         ys, scores, kept = [], [], {0: 0, 1: 0}
         for r in rows:
             p = source[r[key]]
@@ -159,15 +159,15 @@ ACCEPT = {"faithful", "correction"}  # the kinds a right check accepts; it rejec
 
 
 def load_triples(name: str) -> list[dict]:
-    """scripts/data/writer_triples_{name}.jsonl with its passages as Candidates: the demo corpus
+    """training/data/writer_triples_{name}.jsonl with its passages as Candidates: the demo corpus
     (blind set) or the development procedures (dev set), by id."""
     from sourcegate.models import Candidate
 
     demo = {d["id"]: d for d in json.loads((DEMO / "corpus" / "procedures.json").read_text())}
-    procs = {r["id"]: r for r in map(json.loads, (REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl")
+    procs = {r["id"]: r for r in map(json.loads, (REPO / "training" / "data" / "evidence_procedures_dev.jsonl")
                                      .read_text().splitlines())}
     rows = [json.loads(x) for part in name.split("+")
-            for x in (REPO / "scripts" / "data" / f"writer_triples_{part}.jsonl").read_text(encoding="utf-8").splitlines()
+            for x in (REPO / "training" / "data" / f"writer_triples_{part}.jsonl").read_text(encoding="utf-8").splitlines()
             if x.strip()]
     for r in rows:
         # a passage is a demo document or development procedure by id, or written out in the triple

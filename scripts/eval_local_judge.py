@@ -5,8 +5,8 @@
 
 Prints AUROC and ECE per question on: SQuAD 2.0 dev "Computational complexity theory"
 (evidence, relevance), BIPIA e-mails (injection), the hand-written blind passages in
-scripts/data/injection_blind2.jsonl and injection_blind.jsonl (injection) and
-scripts/data/superseded_blind2.jsonl (superseded), a contradiction perturbation set generated
+training/data/injection_blind2.jsonl and injection_blind.jsonl (injection) and
+training/data/superseded_blind2.jsonl (superseded), a contradiction perturbation set generated
 from the held-out SQuAD article, false positives on clean imperative procedures, and latency
 for 12 candidates of ~800 characters.
 """
@@ -26,9 +26,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 
-from train_local_judge import (  # noqa: E402
+from training.local_judge import (  # noqa: E402
     TAILS_EVAL,
     auroc,
     ece,
@@ -237,7 +237,7 @@ def main(argv=None):
 
 
 def reader_sets(judge):
-    """The hand-written sets of `scripts/data/README-blind-reader.md` (never fitted or tuned on)."""
+    """The hand-written sets of `training/data/README-blind-reader.md` (never fitted or tuned on)."""
     hb = load_jsonl(HERE / "data" / "evidence_hard_blind.jsonl")
     s = run_pairs(judge, hb)
     y = np.array([r["label"] for r in hb])

@@ -68,7 +68,7 @@ def test_french_lockout_question_is_answered(gate):
 # The unsafe outcomes allowed among the demo's original questions under the source-checked scorer: the
 # two-pump grease question (now split into parts, each answered from its own procedure or named missing),
 # and, with the reader on, the sand-bed depth question, answered from the backwash procedure (evidence
-# 0.555) while the media procedure that states it scores 0.41 (scripts/README-judge.md). The reader
+# 0.555) while the media procedure that states it scores 0.41 (training/README-local-judge.md). The reader
 # removes more unsafe answers elsewhere (the blind questions, the French set) than it adds here.
 KNOWN_UNSUPPORTED = {"What are the grease intervals for the P-200 and the P-300 pumps?",
                      "How deep should the sand bed be in the filters?"}

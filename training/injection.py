@@ -21,7 +21,7 @@ Data, every label set by how the row is built:
 
 Report (written into the weights' JSON and printed): held-out real passages (by document) above 0.7,
 planted report positives above 0.7 (template ones, quiet ones apart: no "ignore"/"instructions"/
-"system prompt" words), the hand-written blind passages (`scripts/data/injection_blind*.jsonl`, never
+"system prompt" words), the hand-written blind passages (`training/data/injection_blind*.jsonl`, never
 read for fitting), BIPIA pairs, and a question-free baseline is not needed (the question is not read).
 
     python -m training.injection            # ~12 min on 2 cores (embeddings cached after); writes .cache/injection/
@@ -211,7 +211,7 @@ def document_sentences(rng: random.Random, n_squad: int = 15000, n_synth: int = 
             out.extend(injection_sentences(p))
             if len(out) >= n_squad:
                 break
-    spec = importlib.util.spec_from_file_location("_tlj", ROOT / "scripts" / "train_local_judge.py")
+    spec = importlib.util.spec_from_file_location("_tlj", ROOT / "training" / "local_judge.py")
     if spec is not None and spec.loader is not None and Path(spec.origin).exists():
         m = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(m)
@@ -226,7 +226,7 @@ def dev_passages() -> list[dict]:
     planted line named in `note`). The blind sets are never read here."""
     rows = []
     for k in "abce":
-        p = ROOT / "scripts" / "data" / f"injection_dev_{k}.jsonl"
+        p = ROOT / "training" / "data" / f"injection_dev_{k}.jsonl"
         if p.exists():
             rows.extend(load_jsonl(p))
     return rows
@@ -299,7 +299,7 @@ def fit_combiner(out_dir: Path, seed: int) -> dict:
             "planted_public_strings": ([plant(injection_sentences(hosts[i % 400]["text"]), x, rr)
                                         for i, x in enumerate(pub[:200])], [1] * min(200, len(pub)))}
     for f in ("injection_blind.jsonl", "injection_blind2.jsonl"):
-        rows = load_jsonl(ROOT / "scripts" / "data" / f)
+        rows = load_jsonl(ROOT / "training" / "data" / f)
         sets[f] = ([r["text"] for r in rows], [int(r["label"]) for r in rows])
     bip = DATA / "bipia-dev" / "injection_pairs.jsonl"
     if bip.exists():
@@ -485,7 +485,7 @@ def main(argv=None) -> int:
     from sklearn.metrics import roc_auc_score
 
     for f in ("injection_blind.jsonl", "injection_blind2.jsonl"):
-        rows = load_jsonl(ROOT / "scripts" / "data" / f)
+        rows = load_jsonl(ROOT / "training" / "data" / f)
         p = prob([r["text"] for r in rows])
         lab = np.asarray([int(r["label"]) for r in rows])
         rep[f] = {"n": len(rows), "auroc": round(float(roc_auc_score(lab, p)), 4),

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
-"""Fit the local judge's weights from the public training data (see scripts/README-judge.md).
+"""Fit the local judge's weights from the public training data (see training/README-local-judge.md).
 
-    python scripts/train_local_judge.py [DATA_DIR] [--out src/sourcegate/judges/weights] [--cache DIR]
+    python training/local_judge.py [DATA_DIR] [--out src/sourcegate/judges/weights] [--cache DIR]
 
 Deterministic (seed 20260601). Reads only DATA_DIR/train/ (default /work/shared/data) plus
 synthetic perturbations generated here; writes local_judge.json + local_judge.npz and prints
@@ -773,10 +773,10 @@ QUESTION_RE = re.compile(r"\?\s*$|^\s*(what|which|who|whom|whose|when|where|why|
 
 DEV_WEIGHT = 5.0
 DEV_FOLDS = 4
-# The hand-written genre passages fitted on (scripts/data/README.md). The blind sets
+# The hand-written genre passages fitted on (training/data/README.md). The blind sets
 # (injection_blind*.jsonl) are never read here.
-DEV_PASSAGES = [ROOT / "scripts" / "data" / f"injection_dev_{k}.jsonl" for k in "abce"]
-SUP_DEV_PASSAGES = ROOT / "scripts" / "data" / "superseded_dev.jsonl"
+DEV_PASSAGES = [ROOT / "training" / "data" / f"injection_dev_{k}.jsonl" for k in "abce"]
+SUP_DEV_PASSAGES = ROOT / "training" / "data" / "superseded_dev.jsonl"
 
 
 def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None = None):
@@ -871,9 +871,9 @@ def injection_data(train: Path, rng: random.Random, dev_rows: list[dict] | None 
             sent_rows.append(dict(text=s, label=1, split=split_of(t), src=src))
     for t, src in prompts:
         sent_rows.append(dict(text=t, label=1, split=split_of(t), src=src))
-    # hand-written passages in the genres the gate reads (scripts/data/injection_dev_*.jsonl): their
+    # hand-written passages in the genres the gate reads (training/data/injection_dev_*.jsonl): their
     # sentences go to the sentence model (weighted up: they are few but the right genre) and the passages
-    # to the passage heads. The blind set (scripts/data/injection_blind.jsonl) is never read here.
+    # to the passage heads. The blind set (training/data/injection_blind.jsonl) is never read here.
     # Each passage gets a fold: its passage features are computed by a sentence model fitted without
     # that fold's sentences (cross-fitting), so the passage heads learn how far to trust the sentence
     # model on text it has not seen, not on text it has memorised.
@@ -1073,7 +1073,7 @@ def superseded_data(train: Path, rng: random.Random):
             rows.append(dict(text=text, title=title, label=0, split=split))
         else:
             rows.append(dict(text=base, title=title, label=0, split=split))
-    # hand-written passages (scripts/data/superseded_dev.jsonl): current documents that talk about revisions,
+    # hand-written passages (training/data/superseded_dev.jsonl): current documents that talk about revisions,
     # archives and other documents, and documents that declare themselves out of date; weighted up, half to
     # the fit and half to the calibration. The blind set (superseded_blind2.jsonl) is never read here.
     for r in load_jsonl(SUP_DEV_PASSAGES):
@@ -1091,7 +1091,7 @@ def main(argv=None):
     ap.add_argument("--out", default=str(ROOT / "src/sourcegate/judges/weights"))
     ap.add_argument("--cache", default="/tmp/sourcegate-judge-cache/emb.npz")
     ap.add_argument("--dev-passages", nargs="*", default=None,
-                    help="hand-written genre passages used in fitting (default: scripts/data/injection_dev_*.jsonl)")
+                    help="hand-written genre passages used in fitting (default: training/data/injection_dev_*.jsonl)")
     args = ap.parse_args(argv)
     data = Path(args.data)
     train = data / "train"

@@ -291,7 +291,7 @@ class SupportCheck:
     The earlier check, kept to be compared with `SourceCheck` (`bench/bench_writer.py --triples`):
     it rejects sentences that say nothing the passage says ("The passage is quoted data [1].");
     it is no entailment test: a sentence that negates the passage is as close to it as one that
-    agrees. `minimum` was set on scripts/data/writer_support_dev.jsonl."""
+    agrees. `minimum` was set on training/data/writer_support_dev.jsonl."""
 
     def __init__(self, embedder, minimum: float = 0.25):
         self.embedder = embedder

@@ -68,10 +68,10 @@ class Settings(BaseSettings):
 
     # Judge backend: local | typesafe | recorded | llm
     judge: str = Field("local", validation_alias=_env("SOURCEGATE_JUDGE"))
-    # the local judge's reader and yes/no stages (scripts/README-judge.md, "The reader stage");
+    # the local judge's reader and yes/no stages (training/README-local-judge.md, "The reader stage");
     # SOURCEGATE_READER=false leaves the interpretable heads alone
     reader: bool = Field(True, validation_alias=_env("SOURCEGATE_READER"))
-    # the reader's contradiction head for contradicts_query_premise (opt-in: scripts/README-judge.md)
+    # the reader's contradiction head for contradicts_query_premise (opt-in: training/README-local-judge.md)
     reader_contradiction: bool = Field(False, validation_alias=_env("SOURCEGATE_READER_CONTRADICTION"))
     recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))
     typesafe_api_key: str | None = Field(None, validation_alias=_env("TYPESAFE_API_KEY"))

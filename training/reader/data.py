@@ -1,5 +1,5 @@
 """Examples for the reader, built deterministically from `shared/data/train` (and the hand-written
-procedure yes/no questions in `scripts/data/polar_procedures_train.jsonl`).
+procedure yes/no questions in `training/data/polar_procedures_train.jsonl`).
 
 - Question answering (span supervision; the no-answer position is the first token):
   - SQuAD 1.0 train (24,000 questions by default): a positive window of the paragraph and one negative
@@ -368,7 +368,7 @@ def is_condaqa_eval(passage_id: str) -> bool:
 
 def polar_units(data: Path, repo: Path) -> dict[str, list[list[dict]]]:
     """Yes/no questions: CondaQA (split by passage), BoolQ_3L, and hand-written procedure questions
-    (`scripts/data/polar_procedures_train.jsonl`). `pol`: yes 0, no 1, the passage leaves it open 2."""
+    (`training/data/polar_procedures_train.jsonl`). `pol`: yes 0, no 1, the passage leaves it open 2."""
     units: dict[str, list[list[dict]]] = {"train": [], "eval": []}
     by_pid: dict[str, list[dict]] = {}
     for r in read_jsonl_lines(data / "train" / "polar_condaqa" / "data.jsonl"):
@@ -386,7 +386,7 @@ def polar_units(data: Path, repo: Path) -> dict[str, list[list[dict]]]:
 def procedure_polar_units(repo: Path) -> dict[str, list[list[dict]]]:
     """The hand-written procedure yes/no questions (English, French and across the two), by question."""
     units: dict[str, list[list[dict]]] = {"train": []}
-    own = repo / "scripts" / "data" / "polar_procedures_train.jsonl"
+    own = repo / "training" / "data" / "polar_procedures_train.jsonl"
     if own.exists():
         groups: dict[str, list[dict]] = {}
         for r in read_jsonl_lines(own):

@@ -7,12 +7,12 @@ With `--ckpt`, the checkpoint is exported to a temporary folder first (int8, as 
   (`squad2-dev/evidence_pairs.jsonl`: answerable vs human-written unanswerable questions on the same
   paragraph; the article is reserved: never in the training data), with the question-only baseline
   (the same questions against an empty passage);
-- evidence AUROC on `scripts/data/evidence_hard_blind.jsonl` (hand-written, never trained on: each
+- evidence AUROC on `training/data/evidence_hard_blind.jsonl` (hand-written, never trained on: each
   question against a passage that answers it and one on the same subject that lacks what is asked),
   overall and per kind; question-only baseline;
 - evidence AUROC on the SQuAD 2.0 dev articles the reader's heads in the judge are fitted on (`stack.py`),
   answerable vs unanswerable on the same paragraph (the reader never trained on them);
-- contradiction AUROC of `p_contradiction` on `scripts/data/false_premise_blind.jsonl` (hand-written
+- contradiction AUROC of `p_contradiction` on `training/data/false_premise_blind.jsonl` (hand-written
   false-premise questions with natural rebuttals vs true-premise questions);
 - yes/no: AUROC of "settles it" (1 - p_open) against "leaves it open" on CondaQA passages held out of
   training (the reporting half: the other half fits the judge's yes/no head) and on the hand-written
@@ -37,7 +37,7 @@ from .data import DEFAULT_DATA, REPO
 from .data import read_jsonl_lines as read_jsonl
 from .stack import _groups, stack_rows
 
-SCRIPTS_DATA = REPO / "scripts" / "data"
+SCRIPTS_DATA = REPO / "training" / "data"
 
 
 def auroc(labels, scores) -> float | None:

@@ -7,7 +7,7 @@ Rows: a seeded sample of 800 held-out questions, each against its own paragraph 
 against its paragraph with the answer sentences removed, and against another paragraph of the same
 article. Every row is judged by the interpretable judge (no reader) and read by the reader, the
 questions' passages in one batch as in the judge. Plus the hand-written procedure chunks of
-`scripts/data/evidence_procedures_dev.jsonl` (development data: each question against a chunk that
+`training/data/evidence_procedures_dev.jsonl` (development data: each question against a chunk that
 answers it, a chunk of the same subject that does not, and one of another procedure), weighted as much
 as the SQuAD rows together. Articles and groups are split in two by hash: the logistic regression is
 fitted on one half and its isotonic calibration on the other. The reported figures of the
@@ -29,9 +29,9 @@ import numpy as np
 from .data import (DEFAULT_CACHE, DEFAULT_DATA, REPO, SEED, answer_removed, is_condaqa_eval, is_stack_article,
                    read_jsonl_lines)
 
-PROCEDURES_DEV = REPO / "scripts" / "data" / "evidence_procedures_dev.jsonl"
-POLAR_DEV = REPO / "scripts" / "data" / "polar_procedures_dev.jsonl"
-PREMISE_DEV = REPO / "scripts" / "data" / "false_premise_dev.jsonl"
+PROCEDURES_DEV = REPO / "training" / "data" / "evidence_procedures_dev.jsonl"
+POLAR_DEV = REPO / "training" / "data" / "polar_procedures_dev.jsonl"
+PREMISE_DEV = REPO / "training" / "data" / "false_premise_dev.jsonl"
 
 
 def is_condaqa_stack(passage_id: str) -> bool:
@@ -171,8 +171,8 @@ def main() -> None:
     ap.add_argument("--no-con", action="store_true", help="do not fit the contradiction head")
     ap.add_argument("--real", action="store_true", help="add the pairs built from real documents (training/real_pairs.py)")
     a = ap.parse_args()
-    sys.path.insert(0, str(REPO / "scripts"))
-    from train_local_judge import fit_head
+    sys.path.insert(0, str(REPO))
+    from training.local_judge import fit_head
 
     from sourcegate.judges.local import LocalJudge
     from sourcegate.judges.local.reader import Reader
@@ -219,7 +219,7 @@ def main() -> None:
                     "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
                     "held-out passages and hand-written procedure yes/no questions (evi_polar); with --real, "
                     "questions built from real documents too (training/real_pairs.py); hand-written "
-                    "false-premise questions (con_rd, scripts/data/false_premise_dev.jsonl). LR on one half of "
+                    "false-premise questions (con_rd, training/data/false_premise_dev.jsonl). LR on one half of "
                     "the groups, isotonic on the other",
            "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}
     if PREMISE_DEV.exists() and not a.no_con:
