@@ -127,7 +127,8 @@ def distinguishing(a: _Side, b: _Side) -> list[str]:
 def find_twins(entries: list[PassageEntry], min_sim: float = TWIN_MIN_SIM,
                max_twins: int = MAX_TWINS) -> dict[str, list[dict]]:
     """For each chunk id, its twins: [{"doc": twin document id, "own": [terms], "other": [terms],
-    "sim": cosine}], closest first; chunks without twins are left out."""
+    "sim": cosine}], its own pairs first, then those found between other passages of its document;
+    chunks of documents without twins are left out."""
     if len(entries) < 2:
         return {}
     V = np.vstack([np.asarray(e.vector, dtype=np.float32).ravel() for e in entries])
@@ -170,6 +171,21 @@ def find_twins(entries: list[PassageEntry], min_sim: float = TWIN_MIN_SIM,
                     break
             if found:
                 out[entries[i].chunk_id] = found
+    # twins are documents: a pair found between two of their passages holds for every passage of both (the
+    # Ubuntu guide's other sections are about Ubuntu too), each passage keeping its closest pairs first
+    by_doc: dict[str, dict[str, dict]] = {}
+    for e in entries:
+        for tw in out.get(e.chunk_id, ()):
+            best = by_doc.setdefault(e.doc_id, {}).get(tw["doc"])
+            if best is None or tw["sim"] > best["sim"]:
+                by_doc[e.doc_id][tw["doc"]] = tw
+    for e in entries:
+        pairs = by_doc.get(e.doc_id)
+        if not pairs:
+            continue
+        own = {tw["doc"]: tw for tw in out.get(e.chunk_id, ())}
+        rest = sorted((tw for d, tw in pairs.items() if d not in own), key=lambda t: -t["sim"])
+        out[e.chunk_id] = (list(own.values()) + rest)[:max_twins]
     return out
 
 
