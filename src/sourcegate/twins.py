@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .judges.local import text as T
+
 log = logging.getLogger(__name__)
 
 # cosine between two passages' stored vectors from which they may be twins (the embedder's scale:
@@ -56,15 +58,7 @@ class PassageEntry:
 
 
 def _tokens(text: str) -> list[str]:
-    from .judges.local import text as T
-
     return T.tokens(text or "")
-
-
-def _stop() -> set[str]:
-    from .judges.local import text as T
-
-    return T.STOP
 
 
 def name_terms(title: str, heading: str = "", version: str = "") -> set[str]:
@@ -73,7 +67,6 @@ def name_terms(title: str, heading: str = "", version: str = "") -> set[str]:
     acronym or mixed-case name (GC, GOV.UK, CentOS), a word holding a digit (M365, 16); and every
     token of the version that holds a digit."""
     out: set[str] = set()
-    stop = _stop()
     for part in (title or "", heading or ""):
         for seg in _SEGMENTS.split(part):
             words = _WORD.findall(seg)
@@ -86,7 +79,7 @@ def name_terms(title: str, heading: str = "", version: str = "") -> set[str]:
                 if digit or upper >= 2 or (i > 0 and w[0].isupper()):
                     for t in _tokens(w):
                         # a one-digit number in a title is a section number, and too common in questions
-                        if t not in stop and len(t) > 1:
+                        if t not in T.STOP and len(t) > 1:
                             out.add(t)
     for t in _tokens(version or ""):
         if any(c.isdigit() for c in t):
@@ -104,8 +97,6 @@ class _Side:
     __slots__ = ("names", "meta", "words", "numbers", "lang")
 
     def __init__(self, e: PassageEntry):
-        from .judges.local import text as T
-
         self.names = name_terms(e.title, e.heading, e.version)
         self.meta = set(_tokens(" ".join([e.title or "", e.heading or "", e.version or ""])))
         self.words = self.meta | set(_tokens(e.text))

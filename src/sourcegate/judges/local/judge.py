@@ -88,10 +88,10 @@ def _passage_injection_model(w: Weights, text: str, title: str, embedder=None, v
 
 
 def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
+    p_inj, sents, logits = _passage_injection_model(w, text, title, embedder, vector)
     rd = load_injection_reader(w.directory)
     if rd is not None:
-        return _passage_scores_by_sentence(w, rd, text, title, embedder, vector)
-    p_inj, sents, logits = _passage_injection_model(w, text, title, embedder, vector)
+        p_inj, sents, logits = _sentence_reading(rd, p_inj, text, title, embedder)
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
     out = {
@@ -107,22 +107,17 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
     return out
 
 
-def _passage_scores_by_sentence(w: Weights, rd: InjectionReader, text: str, title: str, embedder=None,
-                                vector=None) -> dict:
-    """The injection question from its two readers: the passage model (the passage as a whole) and the
-    sentence reader, whose maximum over the passage's sentences lets one AI-addressed sentence count
-    whatever surrounds it; a fitted head combines them (`training/injection.py`)."""
-    p_passage, _, _ = _passage_injection_model(w, text, title, embedder, vector)
+def _sentence_reading(rd: InjectionReader, p_passage: float, text: str, title: str, embedder=None):
+    """The injection question from its two readers: the passage model's probability (the passage as a
+    whole) and the sentence reader, whose maximum over the passage's sentences lets one AI-addressed
+    sentence count whatever surrounds it; a fitted head combines them (`training/injection.py`).
+    Returns (probability, sentences, their logits)."""
     sents = injection_sentences(text)
     if title:
         sents = [title] + sents
     logits = rd.logits(sents, embedder)
     p_inj = rd.combined(p_passage, float(np.max(logits))) if logits.size else p_passage
-    p_sup = float(w.heads["sup"].predict(vec(superseded_raw(text, title), w.heads["sup"].names))[0])
-    out = {"v": FEATURES_VERSION, "w": w.version, "inj": round(p_inj, 5), "sup": round(p_sup, 5)}
-    if logits.size and p_inj > 0.5:
-        out["inj_sentence"] = sents[int(np.argmax(logits))][:300]
-    return out
+    return p_inj, sents, logits
 
 
 def passage_features(text: str, title: str = "", weights: Weights | None = None, embedder=None,

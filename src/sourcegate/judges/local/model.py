@@ -124,7 +124,7 @@ EMBED_TOP_K = 3
 
 def injection_cues(sentence: str) -> tuple[float, float]:
     """How many of the strong and weak cue patterns (text addressed to an AI) a sentence matches."""
-    fs = T.fold(reading_text(sentence))
+    fs = reading_text(sentence)
     return (float(sum(1 for r in INJ_STRONG_RE if r.search(fs))), float(sum(1 for r in INJ_WEAK_RE if r.search(fs))))
 
 
