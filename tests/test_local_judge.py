@@ -286,3 +286,29 @@ def test_a_passage_off_the_subject_does_not_contradict(judge):
     s = _one(judge, "Since the filter backwash runs every 2 hours, how long does the chlorine contact take?",
              "Staff must complete fire training every 2 years. Certificates are kept by the HR office for audit.")
     assert s.is_relevant < 0.45 and s.contradicts_query_premise <= 0.05
+
+
+@pytest.mark.parametrize("query", [
+    "In PostgreSQL 18, is data checksumming on by default when running initdb?",
+    "PostgreSQL 17 : vacuum_buffer_usage_limit vaut combien par défaut ?",
+    "Under CISA's M365 baseline, do highly privileged roles have to use phishing-resistant MFA?",
+    "Selon la CISA, le transfert automatique doit-il être désactivé ?",
+])
+def test_a_clause_that_only_scopes_the_question_is_not_a_premise(query):
+    from sourcegate.judges.local.features import _premise
+
+    assert _premise(query) == ""
+
+
+@pytest.mark.parametrize("query, premise", [
+    ("Since GC Notify lets us push 3,000 messages a minute, how should we pace a batch?",
+     "gc notify lets us push 3,000 messages a minute"),
+    ("In the P-200 manual the interval is 500 hours, how much grease do I add?",
+     "in the p-200 manual the interval is 500 hours"),
+    ("PostgreSQL 17 : vu que vacuum_buffer_usage_limit vaut 256 kB par défaut, faut-il l'augmenter ?",
+     "vacuum_buffer_usage_limit vaut 256 kb par defaut"),
+])
+def test_a_claim_after_a_scope_stays_a_premise(query, premise):
+    from sourcegate.judges.local.features import _premise
+
+    assert _premise(query) == premise

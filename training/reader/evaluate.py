@@ -172,12 +172,35 @@ def evaluate(reader, data: Path, limit: int = 0, quick: bool = False) -> dict:
             # the English rows these were translated from (same order, the first len(fr))
             out[fname]["english_same_rows"] = pair_report(reader, hb[: len(fr)], qonly=False)["auroc_p_answer"]
     out["nli_held_out"] = nli_report(reader, data)
+    out.update(real_report(reader))
     fp = read_jsonl(SCRIPTS_DATA / "false_premise_blind.jsonl")
     rd = _read_all(reader, fp, batch_by_query=False)
     labels = [int(r["label"]) for r in fp]
     out["false_premise_blind"] = {"n": len(fp), "positives": sum(labels),
                                   "auroc_p_contradiction": auroc(labels, [x.p_contradiction for x in rd]),
                                   "auroc_1_minus_entailment": auroc(labels, [1 - x.p_entailment for x in rd])}
+    return out
+
+
+def real_report(reader) -> dict:
+    """The real-document sets of `real.py` on the corpus's `test` documents (never trained on, nor fitted):
+    span questions (answer vs the passage without its sentence or another passage of the document, with
+    the question-only baseline), yes/no (settles vs open), and claims (changed vs unchanged, by NLI)."""
+    try:
+        from .real import build
+    except Exception:  # the real corpus is not beside the repository
+        return {}
+    sets = build("test")
+    qa = [{"query": e["q"], "text": e["c"], "label": e["ans"]} for u in sets["realqa"] for e in u]
+    out = {"real_test_span_questions": pair_report(reader, qa, qonly=True)}
+    pol = [{"query": e["q"], "text": e["c"], "label": int(e["pol"] != 2),
+            "answer": {0: "yes", 1: "no", 2: "open"}[e["pol"]]} for u in sets["realpolar"] for e in u]
+    out["real_test_yes_no"] = polar_report(reader, pol)
+    claims = [{"query": e["q"], "text": e["c"], "label": int(e["nli"] == 2)} for u in sets["realnli"] for e in u
+              if e["nli"] in (0, 2)]
+    rd = _read_all(reader, claims, batch_by_query=False)
+    out["real_test_claims"] = {"n": len(claims), "auroc_p_contradiction": auroc([r["label"] for r in claims],
+                                                                             [x.p_contradiction for x in rd])}
     return out
 
 

@@ -100,6 +100,21 @@ _Q_START = re.compile(
 )
 
 
+# A clause that only says where the question applies ("In PostgreSQL 18,", "Under GC guardrail 11,",
+# "PostgreSQL 17 :") scopes the question; it claims nothing the passages could contradict.
+_SCOPE_LEAD = re.compile(r"^(in|on|for|under|with|within|per|according to|from|at|dans|pour|sous|selon|d'apres|"
+                         r"avec|chez|sur|en|a|au|aux|pendant)\s")
+
+
+def _is_scope(clause: str, raw: str) -> bool:
+    words = clause.split()
+    if _SCOPE_LEAD.match(clause) and len(words) <= 5:
+        return True
+    # names and numbers only: every word capitalised or holding a digit in the query as written
+    raw_words = re.findall(r"[\w'’./-]+", raw)
+    return bool(raw_words) and len(raw_words) <= 4 and all(w[0].isupper() or any(c.isdigit() for c in w) for w in raw_words)
+
+
 def _premise(query: str) -> str:
     """The declarative clauses of a query: 'P-200 bearings need grease every 500 hours, how much do I add?'
     -> 'p-200 bearings need grease every 500 hours'. Leading 'since/given that/as' are dropped; a clause
@@ -117,12 +132,22 @@ def _premise(query: str) -> str:
         p2 = re.sub(r"^(since|given that|given|as|because|if|knowing that|now that|puisque|comme|vu que|etant donne que|sachant que|da|weil)\s+", "", p)
         if _Q_START.match(p2) and p2 == p and punct.strip() not in (".", ";", "-", "\u2013", "\u2014"):
             continue
-        if len(T.content_stems(p2)) >= 2:
+        if len(T.content_stems(p2)) >= 2 and not _is_scope(p2, _raw_clause(query, p)):
             out.append(p2)
     if not out and any(u and u != "year" for (_, u, _) in T.quantities(query)):
         # "Should I grease it every 500 hours?" presupposes the number
         out.append(q.strip(" ?!."))
     return " ; ".join(out)
+
+
+def _raw_clause(query: str, folded: str) -> str:
+    """The clause of the query as written (case kept) whose folded form is `folded`, or "" if not found."""
+    n = len(folded.split())
+    for m in re.finditer(r"[^,;:.?!]+", query):
+        c = m.group().strip()
+        if T.fold(c).strip() == folded and len(c.split()) == n:
+            return c
+    return ""
 
 
 def analyse_query(query: str, idf: Idf) -> QueryInfo:
