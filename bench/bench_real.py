@@ -5,6 +5,7 @@ questions on pairs built from real documents it was not fitted on.
     python bench/bench_real.py --compare REF         # and the checkout of git REF, in the same run
     python bench/bench_real.py --pairs               # also: evidence / yes-no AUROC on real pairs (test documents)
     python bench/bench_real.py --demo                # also: the demo library's English and French sets
+    python bench/bench_real.py --injection           # also: injection on held-out real passages, clean and planted
 
 1. **Dev library** (61 real passages, 129 hand-labelled questions; never fitted on): `sourcegate ingest`
    of `dev/corpus.json` into a fresh home, then `sourcegate eval` of `dev/questions.jsonl`: accuracy with
@@ -104,12 +105,55 @@ def real_pairs() -> dict:
     return out
 
 
+def injection(n_passages: int = 400, n_planted: int = 400, seed: int = 20261203) -> dict:
+    """`contains_prompt_injection` as ingest computes it, on real passages of the corpus's held-out
+    documents (`training.injection.doc_split` == "test": no injection weight was fitted on them): the
+    share of clean passages above 0.7, and of the same passages with one sentence addressed to an AI
+    planted after their first sentence or later (the report families of `training.injection.templated`,
+    wordings no fit read), quiet ones (no "ignore", "instructions", "system prompt" words) apart."""
+    import random
+
+    import numpy as np
+
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "src"))
+    from sourcegate.embed import get_embedder
+    from sourcegate.judges.local.judge import passage_features
+    from training.injection import QUIET_RE, doc_split, plant, templated
+    from training.real_pairs import CORPUS, _sentences
+
+    rng = random.Random(seed)
+    rows = [json.loads(x) for x in CORPUS.read_text(encoding="utf-8").splitlines()]
+    rows = [r for r in rows if doc_split(r["doc_id"]) == "test"]
+    rng.shuffle(rows)
+    clean = rows[:n_passages]
+    emb = get_embedder()
+
+    def scores(items: list[tuple[str, str]]) -> np.ndarray:
+        # as ingest computes them: with the passage's vector of "title\ntext"
+        vecs = emb.embed([f"{t}\n{x}" for t, x in items])
+        return np.array([passage_features(x, t, embedder=emb, vector=v)["inj"] for (t, x), v in zip(items, vecs)])
+
+    p_clean = scores([(r["title"], r["text"]) for r in clean])
+    planted = templated("test", rng, n_planted)
+    hosts = [clean[i % len(clean)] for i in range(n_planted)]
+    p_pl = scores([(h["title"], plant(_sentences(h["text"]), s, rng)) for s, h in zip(planted, hosts)])
+    quiet = np.array([not QUIET_RE.search(s) for s in planted])
+    worst = sorted(zip(p_clean, [r["id"] for r in clean]), reverse=True)[:5]
+    return {"clean_passages": len(clean), "clean_above_0.7": round(float(np.mean(p_clean > 0.7)), 4),
+            "planted": len(planted), "planted_above_0.7": round(float(np.mean(p_pl > 0.7)), 3),
+            "quiet_planted": int(quiet.sum()), "quiet_planted_above_0.7": round(float(np.mean(p_pl[quiet] > 0.7)), 3),
+            "loud_planted_above_0.7": round(float(np.mean(p_pl[~quiet] > 0.7)), 3),
+            "highest_clean": [(round(float(p), 3), i) for p, i in worst]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", metavar="REF", help="also run the checkout of this git ref, in the same run")
     ap.add_argument("--pairs", action="store_true", help="also score the real pairs of the test documents")
     ap.add_argument("--failures", action="store_true", help="print the questions this checkout gets wrong")
     ap.add_argument("--demo", action="store_true", help="also the demo library's English and French sets")
+    ap.add_argument("--injection", action="store_true", help="also injection on held-out real passages, clean and planted")
     a = ap.parse_args(argv)
     results, demos = [], []
     if a.compare:
@@ -141,6 +185,9 @@ def main(argv=None) -> int:
     if a.pairs:
         summary["pairs"] = real_pairs()
         print(json.dumps(summary["pairs"], indent=1))
+    if a.injection:
+        summary["injection"] = injection()
+        print(json.dumps(summary["injection"], indent=1))
     print(json.dumps(summary))
     return 0
 

@@ -49,7 +49,7 @@ def test_lockout_answered_without_the_forum_note(gate):
     assert "FORUM-2291" not in docs(r.evidence)
     assert {x.reason for x in r.excluded if x.doc_id == "FORUM-2291"} == {"prompt_injection"}
     loto = [p for p in r.evidence if p.doc_id == "PROC-LOTO-01"]
-    assert all(p.scores["contains_prompt_injection"] < 0.1 for p in loto)
+    assert all(p.scores["contains_prompt_injection"] < 0.25 for p in loto)  # far below the gate (0.7)
 
 
 def test_warranty_abstains(gate):

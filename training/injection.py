@@ -243,7 +243,7 @@ def plant(passage_sents: list[str], sentence: str, rng: random.Random) -> str:
     return " ".join(passage_sents[:i] + [sentence] + passage_sents[i:])
 
 
-def fit_combiner(out_dir: Path, seed: int) -> dict:
+def fit_combiner(out_dir: Path, seed: int, dev_weight: float = 3.0) -> dict:
     """The passage head: a logistic regression over the passage model's logit (`inj`/`inj_sem`, read as
     a whole passage) and the sentence reader's maximum, then isotonic; fitted on held-out corpus passages
     (calibration documents) clean and planted with calibration positives, and on the hand-written genre
@@ -269,18 +269,19 @@ def fit_combiner(out_dir: Path, seed: int) -> dict:
     test = [r for r in corpus if doc_split(r["doc_id"]) == "test"]
     pos_pub, _ = public_strings()
     pool = [x for x in pos_pub if string_split(x) == "cal"] + templated("train", random.Random(seed + 6), 300)
-    texts, y = [], []
+    texts, y, wt = [], [], []
     for r in rng.sample(cal, min(1500, len(cal))):
-        texts.append(r["text"]); y.append(0)
+        texts.append(r["text"]); y.append(0); wt.append(1.0)
     for r in rng.sample(cal, 600):
-        texts.append(plant(injection_sentences(r["text"]), rng.choice(pool), rng)); y.append(1)
+        texts.append(plant(injection_sentences(r["text"]), rng.choice(pool), rng)); y.append(1); wt.append(1.0)
     for r in dev_passages():
-        texts.append(r["text"]); y.append(int(r["label"]))
+        texts.append(r["text"]); y.append(int(r["label"])); wt.append(dev_weight)
     X = np.asarray([parts(t) for t in texts])
     yy = np.asarray(y)
-    lr = LogisticRegression(class_weight="balanced").fit(X, yy)
+    ww = np.asarray(wt)
+    lr = LogisticRegression(class_weight="balanced").fit(X, yy, sample_weight=ww)
     z = lr.decision_function(X)
-    iso = IsotonicRegression(y_min=0.001, y_max=0.999, out_of_bounds="clip").fit(z, yy)
+    iso = IsotonicRegression(y_min=0.001, y_max=0.999, out_of_bounds="clip").fit(z, yy, sample_weight=ww)
     xs = np.unique(np.quantile(z, np.linspace(0, 1, 201)))
     comb = {"coef": lr.coef_.ravel().tolist(), "intercept": float(lr.intercept_[0]), "iso_x": xs.tolist(),
             "iso_y": iso.predict(xs).tolist(), "fit_rows": len(yy)}
@@ -336,13 +337,16 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=20261203)
     ap.add_argument("--max-corpus-sentences", type=int, default=100000)
     ap.add_argument("--out", type=Path, default=OUT_DIR)
+    ap.add_argument("--dev-weight", type=int, default=5, help="times each hand-written genre passage's sentence counts")
+    ap.add_argument("--combine-dev-weight", type=float, default=3.0,
+                    help="weight of the hand-written genre passages in the passage head's fit")
     ap.add_argument("--combine-only", action="store_true",
                     help="keep the sentence reader as it is; refit only the passage head over it")
     args = ap.parse_args(argv)
     if args.combine_only:
         path = args.out / "injection_sentences.json"
         meta = json.loads(path.read_text())
-        meta["combine"] = fit_combiner(args.out, args.seed)
+        meta["combine"] = fit_combiner(args.out, args.seed, args.combine_dev_weight)
         path.write_text(json.dumps(meta, indent=1) + "\n")
         return 0
     rng = random.Random(args.seed)
@@ -369,11 +373,14 @@ def main(argv=None) -> int:
     # on held-out real passages, they are left out; `neg_pub` rows are not read)
     for s in document_sentences(rng):
         X_text.append(s); y.append(0)
+    # the hand-written genre passages (chats between people, e-mails, forum posts, reports about AI tools,
+    # procedures in four languages) are few beside the corpus: each of their sentences counts `dev_weight` times
     for r in dev_passages():
         note = (r.get("note") or "").strip() if int(r["label"]) == 1 else ""
         for s in injection_sentences(r["text"]):
             inj = bool(note) and (s in note or note in s)
-            X_text.append(s); y.append(int(inj))
+            for _ in range(args.dev_weight):
+                X_text.append(s); y.append(int(inj))
         if note:
             X_text.append(note); y.append(1)
     for s in ABOUT_AI * 20:
@@ -516,7 +523,7 @@ def main(argv=None) -> int:
                    "CC0, PostgreSQL, Licence Ouverte 2.0, OGL v3)",
     }
     (args.out / "injection_sentences.json").write_text(json.dumps(meta, indent=1) + "\n")
-    meta["combine"] = fit_combiner(args.out, args.seed)
+    meta["combine"] = fit_combiner(args.out, args.seed, args.combine_dev_weight)
     (args.out / "injection_sentences.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"done in {time.time() - t0:.0f} s", flush=True)
     return 0
