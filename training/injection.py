@@ -24,7 +24,8 @@ planted report positives above 0.7 (template ones, quiet ones apart: no "ignore"
 "system prompt" words), the hand-written blind passages (`training/data/injection_blind*.jsonl`, never
 read for fitting), BIPIA pairs, and a question-free baseline is not needed (the question is not read).
 
-    python -m training.injection            # ~12 min on 2 cores (embeddings cached after); writes .cache/injection/
+    python -m training.injection            # ~12 min on 2 cores (~6 min with the embeddings cached); writes .cache/injection/
+    python -m training.injection --combine-only   # refit only the passage head over the sentence reader (~1 min)
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-# not the package's weights folder: measured against the passage model (bench/README.md, "Injection"),
-# the sentence reader is not shipped; copy its two files into a judge's weights folder to use it
+# written beside the cache, not into the package: measure it (`bench/bench_real.py --injection --demo`, the
+# report below) before copying its two files into `src/sourcegate/judges/weights/`, where the judge reads them
 OUT_DIR = ROOT / ".cache" / "injection"
 
 sys.path.insert(0, str(ROOT / "src"))
