@@ -87,10 +87,29 @@ def _library_gate(settings: Settings, **kw):
         raise
 
 
+# Commands whose logic lives with their module, imported only when they are run or listed: a
+# cold `ask` does not pay for `tune`'s imports.
+_LAZY_COMMANDS = {"replay": ("sourcegate.replay", "replay_cmd"), "tune": ("sourcegate.evaluation.tune", "tune_cmd")}
+
+
 class _Group(click.Group):
     """Storage faults (a read-only or full home, a locked or corrupt index, an audit log that
     cannot be written) and a library that cannot answer (missing, empty, unreachable, a store URL
     of the wrong form) end in one line naming the location and the fix, not a traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(set(names) | (set(_LAZY_COMMANDS) if self is cli else set()))
+
+    def get_command(self, ctx: click.Context, name: str):
+        if self is cli and name in _LAZY_COMMANDS and name not in self.commands:
+            import importlib
+
+            module, attr = _LAZY_COMMANDS[name]
+            command = getattr(importlib.import_module(module), attr)
+            command.params.extend(_global_params())
+            self.add_command(command, name)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -731,12 +750,7 @@ def audit_verify(ctx: click.Context, path: Path | None, anchor: str | None, as_j
 
 
 def _register_commands() -> None:
-    """Commands whose logic lives with their module."""
-    from .evaluation.tune import tune_cmd
-    from .replay import replay_cmd
-
-    cli.add_command(replay_cmd)
-    cli.add_command(tune_cmd)
+    """The global options on every command (the lazy ones get them when loaded, `_Group.get_command`)."""
     def leaves(group: click.Group):
         for command in group.commands.values():
             if isinstance(command, click.Group):

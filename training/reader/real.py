@@ -33,6 +33,7 @@ from training.real_pairs import CORPUS, polar_question, split_of, value_question
 
 SEED = 20261203
 MIN_WIN, MAX_WIN = 300, 750
+KEYWORD_SHARE = 0.5  # span questions asked in a shorter form (`_keyword_question`) rather than as an echo
 
 # a stated quantity: a number (with its thousands separators) and the word or unit after it
 _QTY = re.compile(r"(?<![\w.,/:#+-])(?P<num>\d{1,3}(?:[,\u00a0\u202f]\d{3})+|\d+(?:[.,]\d+)?)(?![.,]?\d)"
@@ -119,6 +120,32 @@ def _quantity_question(sent: str, m: re.Match, lang: str, subj: str) -> str | No
     return q if 20 <= len(q) <= 220 else None
 
 
+_STOP = {"the", "a", "an", "of", "to", "in", "on", "for", "is", "are", "be", "by", "and", "or", "with", "that", "this", "it",
+         "le", "la", "les", "un", "une", "des", "de", "du", "d", "l", "à", "au", "aux", "et", "ou", "en", "est", "sont", "par",
+         "pour", "sur", "dans", "que", "qui", "ce", "cette", "ces", "se", "sa", "son", "ses"}
+
+
+def _keyword_question(sent: str, m: re.Match, lang: str, subj: str, rng: random.Random) -> str | None:
+    """A shorter question on the same quantity, as people ask it: the question word, its unit and some of
+    the sentence's content words (a share dropped at random), with the document's subject."""
+    unit = (m["unit"] or m["word"] or "").strip()
+    if unit.lower() in _UNIT_SKIP or unit == "%":
+        unit = ""
+    words = [w for w in re.findall(r"[\w'’-]+", sent[:m.start()] + " " + sent[m.end():]) if w.lower() not in _STOP
+             and not any(c.isdigit() for c in w) and w != unit]
+    if len(words) < 3:
+        return None
+    keep = [w for w in words if rng.random() < 0.6][:7] or words[:3]
+    if lang == "fr":
+        wh = rng.choice([f"Combien de {unit}" if unit else "Combien", f"Quelle valeur ({unit})" if unit else "Quelle valeur"])
+        q = f"{wh} pour {' '.join(keep)}" + (f" dans {subj}" if subj and rng.random() < 0.7 else "") + " ?"
+    else:
+        wh = rng.choice([f"How many {unit}" if unit else "How many", f"What {unit} value" if unit else "What value",
+                         f"What is the {unit}" if unit else "What is the number"])
+        q = f"{wh} for {' '.join(keep)}" + (f" in {subj}" if subj and rng.random() < 0.7 else "") + "?"
+    return q if 20 <= len(q) <= 200 else None
+
+
 def _negated(sent: str, lang: str) -> str | None:
     if lang == "fr":
         for a, b in _NEGATABLE_FR:
@@ -192,6 +219,7 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
                     neg_win = rest_text[r0:r1]
                 ms = [m for m in _QTY.finditer(sent) if not re.fullmatch(r"(19|20)\d\d", m["num"])]
                 g = f"real:{doc_id}"
+                n_before = {k: len(v) for k, v in out.items()}
                 # --- span questions -------------------------------------------------------------
                 if made["realqa"] < max_per_doc:
                     q = val = key = None
@@ -201,7 +229,8 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
                         key = ms[0]["num"] if ms else val
                     elif 1 <= len(ms) <= 3:
                         m = rng.choice(ms)
-                        q = _quantity_question(sent, m, lang, _subject(p["title"]))
+                        q = (_keyword_question(sent, m, lang, _subject(p["title"]), rng) if rng.random() < KEYWORD_SHARE
+                             else None) or _quantity_question(sent, m, lang, _subject(p["title"]))
                         val, key = sent[m.start():m.end()].strip(), m["num"]
                     if q and val and val in sent:
                         a0 = a + sent.index(val) - s0
@@ -249,6 +278,10 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
                                 {"kind": "nli", "q": changed, "c": win, "nli": 2, "src": "real-nli-changed"},
                                 {"kind": "nli", "q": sent, "c": neg_win, "nli": 1, "src": "real-nli-removed"}])
                             made["realnli"] += 1
+                for k, v in out.items():
+                    for u in v[n_before[k]:]:
+                        for ex in u:
+                            ex["title"], ex["group"] = p["title"], g
     return out
 
 

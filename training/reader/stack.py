@@ -189,15 +189,21 @@ def main() -> None:
     rows += [r for r in proc if not is_polar(r["query"])]
     prow = polar_rows(a.data) + [dict(r, label=int(r["label"])) for r in proc if is_polar(r["query"])]
     if a.real:
-        # questions built from real documents (training/real_pairs.py), the test split of its documents
-        # left out; weighed with the procedure rows. Opt-in: heads fitted with them made the judge abstain
-        # far more often on the real development library (bench/README.md, "Real documents")
+        # questions built from real documents, on the corpus's `cal` documents only: the reader trains on
+        # its `fit` documents (training/reader/real.py) and `test` is reported; weighed with the procedure
+        # rows (the genre the gate reads). Span questions and value questions fit evi_rd; yes/no questions
+        # (settled or left open) fit evi_polar
         from training.real_pairs import build
+        from training.reader.real import build as build_reader_sets
 
-        for split in ("fit", "cal"):
-            real = build(split)
-            rows += [dict(r, proc=True) for r in real["evidence"] if not is_polar(r["query"])]
-            prow += [dict(r, proc=True) for r in real["polar"] if is_polar(r["query"])]
+        real = build("cal")
+        rows += [dict(r, proc=True) for r in real["evidence"] if not is_polar(r["query"])]
+        prow += [dict(r, proc=True) for r in real["polar"] if is_polar(r["query"])]
+        rs = build_reader_sets("cal")
+        rows += [{"query": e["q"], "text": e["c"], "title": e["title"], "label": e["ans"], "group": e["group"],
+                  "proc": True} for u in rs["realqa"] for e in u]
+        prow += [{"query": e["q"], "text": e["c"], "title": e["title"], "label": int(e["pol"] != 2), "group": e["group"],
+                  "proc": True} for u in rs["realpolar"] for e in u]
     judge = LocalJudge(reader=False)
     cached = json.loads(a.base_cache.read_text()) if a.base_cache.exists() else {}
     cache = cached.get("base", {}) if cached.get("judge") == judge.model_id else {}
@@ -218,7 +224,8 @@ def main() -> None:
     out = {"about": "heads of the reader stage, fitted by training/reader/stack.py on data the reader never trained "
                     "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
                     "held-out passages and hand-written procedure yes/no questions (evi_polar); with --real, "
-                    "questions built from real documents too (training/real_pairs.py); hand-written "
+                    "questions built from the real corpus's cal documents too (training/real_pairs.py, "
+                    "training/reader/real.py); hand-written "
                     "false-premise questions (con_rd, training/data/false_premise_dev.jsonl). LR on one half of "
                     "the groups, isotonic on the other",
            "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}
