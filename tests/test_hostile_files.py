@@ -52,6 +52,15 @@ def test_markdown_keeps_link_and_image_words_not_targets(tmp_path):
     assert "See the manual and a diagram now." in text and "example.com" not in text and "**" not in text
 
 
+def test_markdown_table_row_is_one_line_label_beside_value(tmp_path):
+    path = tmp_path / "table.md"
+    path.write_text("# CR-5\n\n| Item | Value |\n|---|---|\n| Maximum batch size | 5 kg of green coffee |\n"
+                    "| Drum speed | 52 rpm |\n\nPreheat the drum.\n", encoding="utf-8")
+    text = parse_file(path, "table.md")[0].text
+    assert "Maximum batch size | 5 kg of green coffee" in text.splitlines()
+    assert "Drum speed | 52 rpm" in text.splitlines() and "Preheat the drum." in text
+
+
 def test_html_helpers_on_unclosed_markup():
     assert _html_depth("<div>" * 300) > parsers.MAX_NESTING
     assert _html_depth("<p>x</p>" + "<a " * 10_000) <= 1

@@ -141,6 +141,20 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
             pos += len(text) + 2
             i += 3
             continue
+        if tok.type == "tr_open":
+            # a table row is one line, its cells joined by " | ": a label and its value stay together
+            cells = []
+            i += 1
+            while i < len(tokens) and tokens[i].type != "tr_close":
+                if tokens[i].type == "inline":
+                    cells.append(_inline_text(tokens[i]).strip())
+                i += 1
+            text = " | ".join(cells).strip(" |")
+            if text:
+                blocks.append(text)
+                pos += len(text) + 2
+            i += 1
+            continue
         if tok.type == "inline" or tok.type in ("fence", "code_block"):
             # The words of links and images, without their targets or the emphasis marks: taken
             # from the parsed inline tokens (linear), not by regexes over the line.
