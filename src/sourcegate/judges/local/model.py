@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 import hashlib
 import json
 import math
@@ -99,6 +101,7 @@ class Weights:
         return sentence_logits(sentences, self.vectorizers(), self.inj_char, self.inj_word, self.inj_bias)
 
 
+@functools.lru_cache(maxsize=4096)
 def reading_text(s: str) -> str:
     """What the injection readers read of a sentence: folded, without format characters, look-alike
     letters of other scripts mapped to the ASCII ones they imitate."""
@@ -107,19 +110,45 @@ def reading_text(s: str) -> str:
     return skeleton(s)
 
 
+# The hashed n-grams of the sentences last read: the passage model and the sentence reader read the same
+# sentences with the same (stateless) vectorisers, so each sentence is hashed once.
+_NGRAMS: "collections.OrderedDict[str, tuple]" = collections.OrderedDict()
+_NGRAMS_MAX = 512
+_NGRAMS_LOCK = threading.Lock()
+
+
+def _ngram_rows(sentences, vecs):
+    with _NGRAMS_LOCK:
+        todo = [s for s in dict.fromkeys(sentences) if s not in _NGRAMS]
+    if todo:
+        folded = [reading_text(s) for s in todo]
+        Xc, Xw = vecs[0].transform(folded).tocsr(), vecs[1].transform(folded).tocsr()
+        with _NGRAMS_LOCK:
+            for i, s in enumerate(todo):
+                _NGRAMS[s] = (Xc[i], Xw[i])
+            while len(_NGRAMS) > _NGRAMS_MAX:
+                _NGRAMS.popitem(last=False)
+    with _NGRAMS_LOCK:
+        rows = [_NGRAMS.get(s) for s in sentences]
+    if any(r is None for r in rows):  # evicted meanwhile by another thread: hash these again
+        folded = [reading_text(s) for s in sentences]
+        return vecs[0].transform(folded), vecs[1].transform(folded)
+    from scipy.sparse import vstack
+
+    return vstack([r[0] for r in rows]), vstack([r[1] for r in rows])
+
+
 def sentence_logits(sentences, vecs, wc, ww, b) -> np.ndarray:
     if not sentences:
         return np.zeros(0)
-    folded = [reading_text(s) for s in sentences]
-    Xc = vecs[0].transform(folded)
-    Xw = vecs[1].transform(folded)
+    Xc, Xw = _ngram_rows(list(sentences), vecs)
     return np.asarray(Xc @ wc + Xw @ ww + b).ravel()
 
 
 INJ_SENT_FILE = "injection_sentences"
 # the sentences of a passage read with their embedding too: the most suspicious ones by n-grams and cues
 # (ingest embeds no more than these; measured in training/injection.py's report as shipped)
-EMBED_TOP_K = 3
+EMBED_TOP_K = 1
 
 
 def injection_cues(sentence: str) -> tuple[float, float]:
