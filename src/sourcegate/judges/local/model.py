@@ -147,7 +147,8 @@ def sentence_logits(sentences, vecs, wc, ww, b) -> np.ndarray:
 
 INJ_SENT_FILE = "injection_sentences"
 # the sentences of a passage read with their embedding too: the most suspicious ones by n-grams and cues
-# (ingest embeds no more than these; measured in training/injection.py's report as shipped)
+# (ingest embeds no more than these; 1 since 2026-12-03: the same figures as 3 on held-out real passages
+# with `bench/bench_real.py --injection`, ingest faster; training/injection.py fits with the same number)
 EMBED_TOP_K = 1
 
 
