@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 from urllib.parse import urlsplit
 
-import httpx
 
 log = logging.getLogger(__name__)
 
@@ -96,11 +95,15 @@ class HttpChatEngine:
         self.base_url = base
         self.label = _host(base)
         self.remote = not is_loopback(self.label)
+        import httpx  # here, not at import: a command that never calls an endpoint does not load it
+
         headers = {"Authorization": f"Bearer {api_key.strip()}"} if api_key and api_key.strip() else {}
         self._client = httpx.Client(headers=headers, transport=transport,
                                     timeout=httpx.Timeout(timeout, connect=connect_timeout))
 
     def request(self, body: dict[str, Any], on_delta: Delta | None = None) -> dict[str, Any]:
+        import httpx
+
         url = f"{self.base_url}/chat/completions"
         try:
             if on_delta is None:
