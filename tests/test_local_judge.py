@@ -307,6 +307,7 @@ def test_a_clause_that_only_scopes_the_question_is_not_a_premise(query):
      "in the p-200 manual the interval is 500 hours"),
     ("PostgreSQL 17 : vu que vacuum_buffer_usage_limit vaut 256 kB par défaut, faut-il l'augmenter ?",
      "vacuum_buffer_usage_limit vaut 256 kb par defaut"),
+    ("In 2020 the limit was raised, what is it now?", "in 2020 the limit was raised"),
 ])
 def test_a_claim_after_a_scope_stays_a_premise(query, premise):
     from sourcegate.judges.local.features import _premise

@@ -106,9 +106,14 @@ _SCOPE_LEAD = re.compile(r"^(in|on|for|under|with|within|per|according to|from|a
                          r"avec|chez|sur|en|a|au|aux|pendant)\s")
 
 
+# a verb makes the clause a claim ("in 2020 the limit was raised"), however short
+_CLAIM_VERB = re.compile(r"\b(is|are|was|were|be|been|has|have|had|does|do|did|says?|said|requires?|allows?|lets|"
+                         r"est|sont|etait|a|ont|avait|doit|doivent|peut|peuvent|dit|exige|permet|\w+ed)\b")
+
+
 def _is_scope(clause: str, raw: str) -> bool:
     words = clause.split()
-    if _SCOPE_LEAD.match(clause) and len(words) <= 5:
+    if _SCOPE_LEAD.match(clause) and len(words) <= 5 and not _CLAIM_VERB.search(" ".join(words[1:])):
         return True
     # names and numbers only: every word capitalised or holding a digit in the query as written
     raw_words = re.findall(r"[\w'’./-]+", raw)
