@@ -173,7 +173,6 @@ def _subject(title: str) -> str:
 
 def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[str, list[list[dict]]]:
     """{"realqa": units, "realpolar": units, "realnli": units}; a unit is one question's examples."""
-    from training.real_pairs import _good_np  # noqa: F401  (the shared sentence filters)
 
     rng = random.Random(f"{seed}:{split}")
     by_doc: dict[str, list[dict]] = {}
