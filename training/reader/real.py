@@ -31,6 +31,8 @@ from pathlib import Path
 
 from training.real_pairs import CORPUS, polar_question, split_of, value_question
 
+from .data import window  # a run of whole segments around one, grown at random up to a budget
+
 SEED = 20261203
 MIN_WIN, MAX_WIN = 300, 750
 KEYWORD_SHARE = 0.5  # span questions asked in a shorter form (`_keyword_question`) rather than as an echo
@@ -60,22 +62,6 @@ def _segments(text: str) -> list[tuple[int, int]]:
                 out.append((a + pos, a + cut))
             pos = cut
     return out
-
-
-def _window(text: str, segs: list[tuple[int, int]], centre: int, budget: int, rng: random.Random) -> tuple[int, int]:
-    lo = hi = centre
-    while True:
-        grow = []
-        if lo > 0 and segs[hi][1] - segs[lo - 1][0] <= budget:
-            grow.append(-1)
-        if hi + 1 < len(segs) and segs[hi + 1][1] - segs[lo][0] <= budget:
-            grow.append(1)
-        if not grow:
-            return segs[lo][0], segs[hi][1]
-        if rng.choice(grow) < 0:
-            lo -= 1
-        else:
-            hi += 1
 
 
 def _changed_number(num: str, rng: random.Random, text: str) -> str | None:
@@ -204,7 +190,7 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
                     continue
                 rest_text = (text[:a] + text[a + len(sent):]).strip()
                 budget = rng.randint(MIN_WIN, MAX_WIN)
-                s0, e0 = _window(text, segs, si, budget, rng)
+                s0, e0 = window(text, segs, si, budget, rng)
                 win = text[s0:e0]
                 # the same region of the passage without the sentence
                 rs = max(0, s0 - (1 if s0 > 0 else 0))
@@ -214,7 +200,7 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
                     if not rsegs:
                         continue
                     c = min(range(len(rsegs)), key=lambda i: abs(rsegs[i][0] - a))
-                    r0, r1 = _window(rest_text, rsegs, c, budget, rng)
+                    r0, r1 = window(rest_text, rsegs, c, budget, rng)
                     neg_win = rest_text[r0:r1]
                 ms = [m for m in _QTY.finditer(sent) if not re.fullmatch(r"(19|20)\d\d", m["num"])]
                 g = f"real:{doc_id}"
@@ -241,7 +227,7 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
                                 o = rng.choice(others)
                                 osegs = _segments(o["text"])
                                 if osegs:
-                                    o0, o1 = _window(o["text"], osegs, rng.randrange(len(osegs)), budget, rng)
+                                    o0, o1 = window(o["text"], osegs, rng.randrange(len(osegs)), budget, rng)
                                     neg, src = o["text"][o0:o1], "real-otherpassage"
                             out["realqa"].append([
                                 {"kind": "qa", "q": q, "c": win, "a0": a0, "a1": a0 + len(val), "ans": 1, "src": "real-span", "g": g},
