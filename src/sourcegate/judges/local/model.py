@@ -119,23 +119,20 @@ _NGRAMS_LOCK = threading.Lock()
 
 def _ngram_rows(sentences, vecs):
     with _NGRAMS_LOCK:
-        todo = [s for s in dict.fromkeys(sentences) if s not in _NGRAMS]
+        rows = {s: _NGRAMS[s] for s in sentences if s in _NGRAMS}
+    todo = [s for s in dict.fromkeys(sentences) if s not in rows]
     if todo:
         folded = [reading_text(s) for s in todo]
         Xc, Xw = vecs[0].transform(folded).tocsr(), vecs[1].transform(folded).tocsr()
+        new = {s: (Xc[i], Xw[i]) for i, s in enumerate(todo)}
+        rows.update(new)
         with _NGRAMS_LOCK:
-            for i, s in enumerate(todo):
-                _NGRAMS[s] = (Xc[i], Xw[i])
+            _NGRAMS.update(new)
             while len(_NGRAMS) > _NGRAMS_MAX:
                 _NGRAMS.popitem(last=False)
-    with _NGRAMS_LOCK:
-        rows = [_NGRAMS.get(s) for s in sentences]
-    if any(r is None for r in rows):  # evicted meanwhile by another thread: hash these again
-        folded = [reading_text(s) for s in sentences]
-        return vecs[0].transform(folded), vecs[1].transform(folded)
     from scipy.sparse import vstack
 
-    return vstack([r[0] for r in rows]), vstack([r[1] for r in rows])
+    return vstack([rows[s][0] for s in sentences]), vstack([rows[s][1] for s in sentences])
 
 
 def sentence_logits(sentences, vecs, wc, ww, b) -> np.ndarray:
