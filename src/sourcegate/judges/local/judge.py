@@ -91,7 +91,7 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
     p_inj, sents, logits = _passage_injection_model(w, text, title, embedder, vector)
     rd = load_injection_reader(w.directory)
     if rd is not None:
-        p_inj, sents, logits = _sentence_reading(rd, p_inj, text, title, embedder)
+        p_inj, sents, logits = _sentence_reading(rd, p_inj, sents, title, embedder)
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
     out = {
@@ -107,14 +107,13 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
     return out
 
 
-def _sentence_reading(rd: InjectionReader, p_passage: float, text: str, title: str, embedder=None):
+def _sentence_reading(rd: InjectionReader, p_passage: float, sentences: list[str], title: str, embedder=None):
     """The injection question from its two readers: the passage model's probability (the passage as a
     whole) and the sentence reader, whose maximum over the passage's sentences lets one AI-addressed
     sentence count whatever surrounds it; a fitted head combines them (`training/injection.py`).
-    Returns (probability, sentences, their logits)."""
-    sents = injection_sentences(text)
-    if title:
-        sents = [title] + sents
+    `sentences`: the passage's (`injection_sentences`, as the passage model read them). Returns (probability,
+    sentences with the title first, their logits)."""
+    sents = [title] + sentences if title else list(sentences)
     logits = rd.logits(sents, embedder)
     p_inj = rd.combined(p_passage, float(np.max(logits))) if logits.size else p_passage
     return p_inj, sents, logits
