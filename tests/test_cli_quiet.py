@@ -87,18 +87,30 @@ def test_the_model_cache_loads_the_same_model_faster(tmp_path):
         first = embed.UseEmbedder()
         v1 = first.embed(["Grease the bearings every 2,000 hours.", "Consigner la pompe avant l'intervention."])
         cold = time.perf_counter() - t0
-        files = list(cache.iterdir())
-        assert len(files) == 1 and files[0].suffix == ".pickle"
-        assert files[0].stat().st_mode & 0o077 == 0, "the cache file must be private"
+        files = sorted(cache.iterdir())
+        assert [f.name.split(".", 1)[1] for f in files] == ["pickle", "table.npy"], files
+        assert all(f.stat().st_mode & 0o077 == 0 for f in files), "the cache files must be private"
         t0 = time.perf_counter()
         second = embed.UseEmbedder()
         v2 = second.embed(["Grease the bearings every 2,000 hours.", "Consigner la pompe avant l'intervention."])
         warm = time.perf_counter() - t0
         np.testing.assert_array_equal(v1, v2)
+        assert isinstance(second._load()._backend.table, np.memmap), "the table is mapped, not copied"
         print(f"model load: {cold:.2f} s parsed, {warm:.2f} s from the cache")
-        # A cache file that others can write is not trusted (it is a pickle).
-        os.chmod(files[0], 0o666)
-        assert embed._load_cached_backend(files[0]) is None
+        pickled, table = files
+        assert embed._load_cached_backend(pickled) is not None
+        # A cache file that others can write is not trusted (one is a pickle), nor a missing table.
+        os.chmod(table, 0o666)
+        assert embed._load_cached_backend(pickled) is None
+        table.unlink()
+        assert embed._load_cached_backend(pickled) is None
+        os.chmod(pickled, 0o666)
+        assert embed._load_cached_backend(pickled) is None
+        # the next start parses the model again and rewrites both files
+        third = embed.UseEmbedder()
+        np.testing.assert_array_equal(v1, third.embed(["Grease the bearings every 2,000 hours.",
+                                                      "Consigner la pompe avant l'intervention."]))
+        assert sorted(f.name for f in cache.iterdir()) == [f.name for f in files]
     finally:
         embed.configure_model_cache(None)
 

@@ -206,5 +206,8 @@ def test_the_vectors_are_loaded_before_ready(tmp_path):
         while httpx.get(base + "/readyz", timeout=10).status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        store = app.state.gate_holder.gate.store
+        gate = app.state.gate_holder.gate
+        store = gate.store
         assert store._np_cache is not None or store.dense_index == "sqlite"  # loaded by the warm-up
+        judge = gate.judge.inner  # the local judge's weights and reader too: not on the first question
+        assert judge._w is not None and judge._reader is not None

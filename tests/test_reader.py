@@ -42,6 +42,18 @@ def test_reader_reads_long_passages_in_windows_and_keeps_every_passage():
 
 
 @needs_reader
+def test_a_passage_reads_the_same_whatever_is_read_beside_it():
+    # The int8 graph quantizes activations per tensor: in a shared padded batch a passage's reading
+    # moved with its neighbours. Read alone, it does not.
+    q = "How often is the return filter element replaced?"
+    long = " ".join(["The plant has two clarifiers and a sludge thickener."] * 60)
+    alone = STAGE.reader.read(q, [FILTER])[0]
+    for beside in ([long, FILTER], [FILTER_NO_INTERVAL, FILTER, "Bleed the housing."], [FILTER, FILTER]):
+        got = STAGE.reader.read(q, beside)[beside.index(FILTER)]
+        assert got == alone, (beside, got, alone)
+
+
+@needs_reader
 def test_judge_uses_the_reader_and_records_it():
     judge = local.LocalJudge(reader=True)
     j = judge.judge("How often is the return filter element on the HPU-7 replaced?",

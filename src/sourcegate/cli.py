@@ -422,14 +422,26 @@ def format_result(r) -> str:
 @click.pass_context
 def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> None:
     """Ask a question; get a cited answer, a premise conflict, or an abstention."""
-    from .service import QueryError
-
-    from .logs import log_ask
-
     settings = _settings(ctx)
     bad = _undecodable(query)
     if bad is not None:
         raise click.ClickException(bad)
+    from .judges import preload
+
+    # the judge's reader loads while the service is imported and the question retrieved
+    loading = preload(settings)
+    try:
+        _ask(ctx, settings, query, as_json, writer)
+    finally:
+        if loading is not None:  # an interpreter does not exit cleanly under a thread inside onnxruntime
+            loading.join()
+
+
+def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writer: str | None) -> None:
+    from .service import QueryError
+
+    from .logs import log_ask
+
     if writer is not None:
         settings = settings.model_copy(update={"writer": writer})
     try:

@@ -7,6 +7,7 @@ French question reaches an English procedure).
 
 from __future__ import annotations
 
+import copy
 import gc
 import hashlib
 import logging
@@ -68,24 +69,41 @@ def _use_cache_path() -> Path | None:
     return folder / f"use-m3-{digest}.pickle"
 
 
-def _load_cached_backend(path: Path | None):
-    """The parsed tokenizer and weights from the cache, or None. Only a file of this user's that
-    nobody else can write is read (it is a pickle)."""
-    if path is None:
-        return None
+def _table_path(path: Path) -> Path:
+    return path.with_name(f"{path.stem}.table.npy")
+
+
+def _private_file(path: Path) -> bool:
+    """Whether `path` is a file of this user's that nobody else can write."""
     try:
         st = path.stat()
     except OSError:
-        return None
+        return False
     if (hasattr(os, "getuid") and st.st_uid != os.getuid()) or st.st_mode & 0o022:
         log.warning("ignoring the model cache %s: it must belong to you and be writable by you only", path)
+        return False
+    return True
+
+
+def _load_cached_backend(path: Path | None):
+    """The parsed tokenizer and weights from the cache, or None. Only files of this user's that
+    nobody else can write are read (one is a pickle). The 65 MB embedding table is mapped from its
+    own .npy file rather than copied: a question reads a few hundred of its rows."""
+    if path is None or not _private_file(path):
         return None
     enabled = gc.isenabled()
     gc.disable()  # hundreds of thousands of small objects: collecting while loading them doubles the time
     try:
         with open(path, "rb") as f:
             backend = pickle.load(f)
-        return backend if type(backend).__name__ == "NumpyBackend" else None
+        if type(backend).__name__ != "NumpyBackend":
+            return None
+        if getattr(backend, "table", None) is None:
+            table = _table_path(path)
+            if not _private_file(table):
+                return None
+            backend.table = np.load(table, mmap_mode="r", allow_pickle=False)
+        return backend
     except Exception as e:
         log.debug("model cache %s unreadable: %s", path, type(e).__name__)
         return None
@@ -94,22 +112,36 @@ def _load_cached_backend(path: Path | None):
             gc.enable()
 
 
-def _save_cached_backend(backend, path: Path | None) -> None:
-    if path is None:
-        return
+def _write_private(path: Path, write) -> None:
+    """`write(file)` into `path` through a private temporary file renamed over it."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(backend, f, protocol=pickle.HIGHEST_PROTOCOL)
+            write(f)
         os.replace(tmp, path)
-    except Exception as e:  # a read-only or full disk only costs the next start its speed
-        log.debug("model cache %s not written: %s", path, type(e).__name__)
+    except BaseException:
         try:
             tmp.unlink()
         except OSError:
             pass
+        raise
+
+
+def _save_cached_backend(backend, path: Path | None) -> None:
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shallow = copy.copy(backend)  # the live backend keeps its table
+        table = getattr(backend, "table", None)
+        if isinstance(table, np.ndarray):
+            # the table first: a pickle without its table is never left behind
+            _write_private(_table_path(path), lambda f: np.save(f, table, allow_pickle=False))
+            shallow.table = None
+        _write_private(path, lambda f: pickle.dump(shallow, f, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception as e:  # a read-only or full disk only costs the next start its speed
+        log.debug("model cache %s not written: %s", path, type(e).__name__)
 
 
 @runtime_checkable

@@ -4,9 +4,32 @@ from __future__ import annotations
 
 from .base import Judge, JudgeInput, Judgement, PassageJudgement
 
-__all__ = ["Judge", "JudgeInput", "Judgement", "PassageJudgement", "make_judge"]
+__all__ = ["Judge", "JudgeInput", "Judgement", "PassageJudgement", "make_judge", "preload"]
 
 JUDGE_NAMES = ("local", "typesafe", "recorded", "llm")
+
+
+def preload(settings):
+    """Start loading, in a daemon thread, what the judge the settings name loads on its first
+    question: the local judge's reader (onnxruntime, its session and tokenizer, most of it outside
+    the GIL). A one-shot command (`sourcegate ask`) overlaps it with its imports and retrieval.
+    Returns the thread to join before exiting, or None when there is nothing to load. A failure is
+    left for the judge to meet (and report) when it loads the reader itself."""
+    if settings.judge != "local" or not getattr(settings, "reader", True):
+        return None
+    import threading
+
+    def load() -> None:
+        try:
+            from .local.reader_stage import load_reader_stage
+
+            load_reader_stage()
+        except Exception:  # the judge loads it again on its first question and fails closed there
+            pass
+
+    thread = threading.Thread(target=load, name="sourcegate-preload", daemon=True)
+    thread.start()
+    return thread
 
 
 def make_judge(settings, embedder=None) -> Judge:

@@ -354,7 +354,9 @@ class _GateHolder:
         """Load the judge; while it cannot be loaded, answers are degraded (fail closed) and
         /readyz says `judge_unavailable`. The server tries again every LOAD_RETRY_S[-1] seconds."""
         try:
-            gate.judge
+            warm = getattr(gate.judge, "warm", None)  # the local judge's weights and reader
+            if callable(warm):
+                warm()
         except Exception as e:
             self.judge_error = type(e).__name__
             log.error("the judge could not be loaded (trying again in %s s): %s", LOAD_RETRY_S[-1],

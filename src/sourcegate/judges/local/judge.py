@@ -168,6 +168,12 @@ class LocalJudge:
             self._w = load_weights(self._weights_dir)
         return self._w
 
+    def warm(self) -> None:
+        """Load the weights and the reader now rather than on the first question (a server does
+        this before it says it is ready); a missing or corrupt file raises here."""
+        self.weights
+        self.reader
+
     @property
     def model_id(self) -> str:
         rd = self.reader

@@ -6,7 +6,7 @@ that the passage states the answer (for a yes/no question: settles it, either wa
 best answer span over "no answer", the span itself and where it sits in the passage, a yes/no reading
 (the passage says yes, says no, or leaves the question open), and an NLI reading (`nli`) shared with
 the written answer's check. Passages longer than one window are read in overlapping windows and the
-most confident window is kept. All passages of a question go through in one padded batch.
+most confident window is kept. Each window is read on its own (see `Reader._run`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ META_NAME = "reader.json"
 MAX_LEN = 256
 STRIDE = 96
 MAX_ANSWER_TOKENS = 30
-PAD_MULTIPLE = 8
 
 
 @dataclass
@@ -103,18 +102,31 @@ class Reader:
         return out
 
     def _run(self, rows) -> list[np.ndarray]:
-        """The model's outputs for windows (`_windows` rows), in one batch padded to a multiple of
-        PAD_MULTIPLE."""
-        L = -(-max(len(r[0]) for r in rows) // PAD_MULTIPLE) * PAD_MULTIPLE
-        ids = np.zeros((len(rows), L), dtype=np.int64)
-        tt = np.zeros((len(rows), L), dtype=np.int64)
-        am = np.zeros((len(rows), L), dtype=np.int64)
-        for i, (a, b, _) in enumerate(rows):
-            ids[i, : len(a)] = a
-            tt[i, : len(b)] = b
-            am[i, : len(a)] = 1
+        """The model's outputs for windows (`_windows` rows), in their order, per-token outputs padded
+        to the longest row.
+
+        Each window goes through on its own, unpadded. The int8 graph quantizes its activations with
+        one scale per tensor, so in a shared batch a window's reading would move with the other
+        windows and with their padding: alone, a passage reads the same whatever else was retrieved
+        with it. It is also faster than one batch padded to its longest window, which on real
+        passages spends much of its time on padding (`bench/README.md`, "Reader runs")."""
+        parts = []
         with self._lock:
-            return self.session.run(None, {"input_ids": ids, "attention_mask": am, "token_type_ids": tt})
+            for ids_, tt_, _ in rows:
+                ids = np.asarray([ids_], dtype=np.int64)
+                feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.asarray([tt_], dtype=np.int64)}
+                parts.append(self.session.run(None, feed))
+        L = max(len(r[0]) for r in rows)
+        outs = []
+        for k, first in enumerate(parts[0]):
+            if k < 2:  # start and end logits, one per token
+                out = np.full((len(rows), L), -1e4, dtype=first.dtype)
+                for i, part in enumerate(parts):
+                    out[i, : part[k].shape[1]] = part[k][0]
+            else:
+                out = np.concatenate([part[k] for part in parts])
+            outs.append(out)
+        return outs
 
     def read(self, question: str, passages: list[str]) -> list[Reading]:
         if not passages:
