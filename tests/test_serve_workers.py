@@ -132,3 +132,54 @@ def test_two_workers_share_one_port_one_audit_chain_and_stop_together(tmp_path):
     assert text.count("Application shutdown complete") >= 2, text[-3000:]
     events = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert any("2 workers" in e.get("event", "") for e in events)
+
+
+def test_connections_on_the_shared_socket_are_sent_without_delay():
+    # asyncio turns Nagle's algorithm off only on connections of a socket that says it is TCP; on
+    # one made with protocol 0 each small response waited for the client's delayed ACK (~40 ms).
+    import asyncio
+    import socket
+
+    from sourcegate.server.workers import bind
+
+    async def nodelay_of(sock: socket.socket) -> int:
+        seen = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport):
+                s = transport.get_extra_info("socket")
+                seen.set_result(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        try:
+            _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+            value = await asyncio.wait_for(seen, 10)
+            writer.close()
+            return value
+        finally:
+            server.close()
+
+    assert asyncio.run(nodelay_of(bind("127.0.0.1", 0))) != 0
+    plain = socket.socket(socket.AF_INET, socket.SOCK_STREAM)  # what bind() made before
+    plain.bind(("127.0.0.1", 0))
+    plain.listen(8)
+    assert asyncio.run(nodelay_of(plain)) == 0
+
+
+def test_each_worker_may_take_a_machines_worth_of_questions(monkeypatch):
+    # Connections do not spread evenly over the workers: a worker held to its share of the cores
+    # queued questions while another core sat idle. Each question's reader gets the cores left to it.
+    from sourcegate.server import workers as w
+    from sourcegate.settings import Settings
+
+    monkeypatch.setattr(w.os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("SERVE_MAX_CONCURRENCY", raising=False)
+    assert w.per_worker_concurrency(Settings(), 4) == 8
+    assert w.judge_threads(w.per_worker_concurrency(Settings(), 4), 4) == 1
+    assert w.judge_threads(w.per_worker_concurrency(Settings(), 1), 1) == 1
+    monkeypatch.setenv("SERVE_MAX_CONCURRENCY", "2")
+    one_at_a_time = Settings()
+    assert w.per_worker_concurrency(one_at_a_time, 2) == 2
+    assert w.judge_threads(w.per_worker_concurrency(one_at_a_time, 2), 2) == 2
+    assert w.judge_threads(w.per_worker_concurrency(one_at_a_time, 1), 1) == 4

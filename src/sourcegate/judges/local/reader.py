@@ -65,7 +65,7 @@ class Reader:
         self.version = str(self.meta.get("sha256", {}).get(ONNX_NAME, ""))[:10]
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # `serve --workers N` gives each worker process its share of the cores (SOURCEGATE_JUDGE_THREADS).
+        # `serve` sets SOURCEGATE_JUDGE_THREADS to the cores left to each question (`workers.judge_threads`).
         threads = threads or int(os.environ.get("SOURCEGATE_JUDGE_THREADS") or 0) or None
         if threads:
             opts.intra_op_num_threads = threads
