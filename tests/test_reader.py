@@ -54,6 +54,24 @@ def test_a_passage_reads_the_same_whatever_is_read_beside_it():
 
 
 @needs_reader
+def test_a_one_thread_reader_reads_questions_side_by_side_as_it_reads_them_alone():
+    # A server's reader runs one onnxruntime thread per question, without a lock: calls from several
+    # threads at once must read exactly what they read one at a time.
+    from concurrent.futures import ThreadPoolExecutor
+
+    reader = reader_mod.Reader(threads=1)
+    long = " ".join(["The plant has two clarifiers and a sludge thickener."] * 60) + " " + FILTER
+    cases = [("How often is the return filter element replaced?", [FILTER, long]),
+             ("Which element does the return filter take?", [FILTER_NO_INTERVAL]),
+             ("Is the housing bled after the element is changed?", [FILTER_NO_INTERVAL, FILTER]),
+             ("How many clarifiers does the plant have?", [long])] * 3
+    alone = [reader.read(q, ps) for q, ps in cases]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda c: reader.read(*c), cases))
+    assert together == alone
+
+
+@needs_reader
 def test_judge_uses_the_reader_and_records_it():
     judge = local.LocalJudge(reader=True)
     j = judge.judge("How often is the return filter element on the HPU-7 replaced?",

@@ -11,6 +11,7 @@ most confident window is kept. Each window is read on its own (see `Reader._run`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -79,7 +80,9 @@ class Reader:
         self.bos = int(special["bos"]) if "bos" in special else self.tok.token_to_id("[CLS]")
         self.eos = int(special["eos"]) if "eos" in special else self.tok.token_to_id("[SEP]")
         self.outputs = [o.name for o in self.session.get_outputs()]
-        self._lock = threading.Lock()
+        # A session on one thread runs each call on its caller's thread: questions side by side run
+        # side by side. With a pool of threads, calls take turns rather than split the pool.
+        self._lock = contextlib.nullcontext() if threads == 1 else threading.Lock()
 
     def _windows(self, q_ids: list[int], passage: str):
         """(input ids, type ids, passage char offsets per token) for each window of the passage."""
