@@ -49,7 +49,8 @@ def auroc(labels, scores) -> float | None:
 
 
 def _read_all(reader, rows: list[dict], batch_by_query=True):
-    """Readings for each row; rows of the same query go through in one batch, as in the judge."""
+    """Readings for each row; rows of the same query go through in one call, as in the judge
+    (each window is read on its own, so the grouping does not change a reading)."""
     out = [None] * len(rows)
     groups = _groups(rows) if batch_by_query else [(r["query"], [i]) for i, r in enumerate(rows)]
     for q, idx in groups:

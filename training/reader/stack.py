@@ -6,7 +6,7 @@ reader never trained on (`data.is_stack_article`).
 Rows: a seeded sample of 800 held-out questions, each against its own paragraph (answerable, or human-written unanswerable),
 against its paragraph with the answer sentences removed, and against another paragraph of the same
 article. Every row is judged by the interpretable judge (no reader) and read by the reader, the
-questions' passages in one batch as in the judge. Plus the hand-written procedure chunks of
+questions' passages in one call as in the judge. Plus the hand-written procedure chunks of
 `training/data/evidence_procedures_dev.jsonl` (development data: each question against a chunk that
 answers it, a chunk of the same subject that does not, and one of another procedure), weighted as much
 as the SQuAD rows together. Articles and groups are split in two by hash: the logistic regression is
@@ -75,7 +75,7 @@ def _key(r: dict) -> str:
 
 
 def base_scores(rows: list[dict], judge, cache: dict) -> list[dict]:
-    """The interpretable judge's probabilities per row (the questions' passages in one batch); `cache`
+    """The interpretable judge's probabilities per row (the questions' passages in one call); `cache`
     (row key -> scores) is filled in and reused: these do not depend on the reader."""
     from sourcegate.judges import JudgeInput
 
@@ -91,7 +91,7 @@ def base_scores(rows: list[dict], judge, cache: dict) -> list[dict]:
 def featurise(rows: list[dict], base: list[dict], reader, features=None, names=EVI_NAMES,
               desc: str = "reading") -> np.ndarray:
     """One row of `names` per row: `features(base scores, reading)` (default: the evidence head's), the
-    questions' passages read in one batch as in the judge."""
+    questions' passages read in one call as in the judge."""
     if features is None:
         from sourcegate.judges.local.reader_stage import reader_features as features
 
