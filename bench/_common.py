@@ -3,11 +3,14 @@ percentiles, peak RSS and the JSON + one-line summary every script prints."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -101,6 +104,18 @@ QUERIES = [
 def queries(n: int, seed: int = 7) -> list[str]:
     rng = random.Random(seed)
     return [rng.choice(QUERIES).format(n=rng.randint(100, 9999), e=rng.randint(1, 99)) for _ in range(n)]
+
+
+@contextlib.contextmanager
+def checkout(ref: str):
+    """The tree of git `ref` in a temporary worktree (its path), removed afterwards: a benchmark runs
+    the previous version beside this one, on the same machine in the same run."""
+    wt = Path(tempfile.mkdtemp(prefix="sg-prev-")) / "tree"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(wt), ref], check=True, capture_output=True)
+    try:
+        yield wt
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)], capture_output=True)
 
 
 def pct(values: list[float], q: float) -> float:

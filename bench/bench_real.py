@@ -157,15 +157,13 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     results, demos = [], []
     if a.compare:
-        wt = Path(tempfile.mkdtemp(prefix="sg-prev-")) / "tree"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(wt), a.compare], check=True,
-                       capture_output=True)
-        try:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _common import checkout
+
+        with checkout(a.compare) as wt:
             results.append(dev_eval(wt / "src", a.compare))
             if a.demo:
                 demos.append(demo_eval(wt / "src", a.compare))
-        finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(wt)], capture_output=True)
     results.append(dev_eval(REPO / "src", "this checkout"))
     if a.demo:
         demos.append(demo_eval(REPO / "src", "this checkout"))
