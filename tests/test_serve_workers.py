@@ -175,11 +175,11 @@ def test_each_worker_may_take_a_machines_worth_of_questions(monkeypatch):
 
     monkeypatch.setattr(w.os, "cpu_count", lambda: 8)
     monkeypatch.delenv("SERVE_MAX_CONCURRENCY", raising=False)
-    assert w.per_worker_concurrency(Settings(), 4) == 8
-    assert w.judge_threads(w.per_worker_concurrency(Settings(), 4), 4) == 1
-    assert w.judge_threads(w.per_worker_concurrency(Settings(), 1), 1) == 1
+    assert w.per_worker_concurrency(Settings()) == 8
+    assert w.judge_threads(w.per_worker_concurrency(Settings()), 4) == 1
+    assert w.judge_threads(w.per_worker_concurrency(Settings()), 1) == 1
     monkeypatch.setenv("SERVE_MAX_CONCURRENCY", "2")
-    one_at_a_time = Settings()
-    assert w.per_worker_concurrency(one_at_a_time, 2) == 2
-    assert w.judge_threads(w.per_worker_concurrency(one_at_a_time, 2), 2) == 2
-    assert w.judge_threads(w.per_worker_concurrency(one_at_a_time, 1), 1) == 4
+    two_at_once = Settings()
+    assert w.per_worker_concurrency(two_at_once) == 2
+    assert w.judge_threads(w.per_worker_concurrency(two_at_once), 2) == 2
+    assert w.judge_threads(w.per_worker_concurrency(two_at_once), 1) == 4

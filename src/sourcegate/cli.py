@@ -684,7 +684,7 @@ def serve(ctx: click.Context, host: str, port: int, workers: int | None) -> None
     workers = workers or default_workers()
     if workers == 1:
         os.environ.setdefault("SOURCEGATE_JUDGE_THREADS",
-                              str(judge_threads(per_worker_concurrency(_settings(ctx), 1), 1)))
+                              str(judge_threads(per_worker_concurrency(_settings(ctx)), 1)))
         run_server(_settings(ctx), host=host, port=port)
     else:
         ctx.exit(serve_workers(_settings(ctx), host=host, port=port, workers=workers))

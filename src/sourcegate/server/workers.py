@@ -51,7 +51,7 @@ def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def per_worker_concurrency(settings: Settings, workers: int) -> int:  # noqa: ARG001
+def per_worker_concurrency(settings: Settings) -> int:
     """Questions one worker answers at once: SERVE_MAX_CONCURRENCY when set, else one per core.
 
     Not the worker's share of the cores: connections are not spread evenly over the workers (the
@@ -110,7 +110,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     from prometheus_client import values
 
     values.ValueClass = values.get_value_class()
-    worker_settings = settings.model_copy(update={"serve_max_concurrency": per_worker_concurrency(settings, workers)})
+    worker_settings = settings.model_copy(update={"serve_max_concurrency": per_worker_concurrency(settings)})
     sock = bind(host, port)
     ctx = multiprocessing.get_context("fork")
     procs: dict[int, multiprocessing.process.BaseProcess] = {}
