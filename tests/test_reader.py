@@ -262,3 +262,31 @@ def test_four_bit_blocks_dequantise_as_the_engine_reads_them():
     assert w.shape == (1, 32)
     assert w[0, 0] == (0 - 8) * 0.5 and w[0, 15] == (15 - 8) * 0.5
     assert w[0, 16] == (15 - 8) * 0.5 and w[0, 31] == (0 - 8) * 0.5
+
+
+def test_preload_loads_the_reader_only_for_the_local_judge_with_its_reader(monkeypatch):
+    # `sourcegate ask` starts loading the reader beside its imports and retrieval; the judge then
+    # finds it loaded. Other judges, or the reader turned off, load nothing.
+    from types import SimpleNamespace
+
+    from sourcegate.judges import preload
+
+    assert preload(SimpleNamespace(judge="recorded", reader=True)) is None
+    assert preload(SimpleNamespace(judge="local", reader=False)) is None
+    calls = []
+    monkeypatch.setattr(stage_mod, "load_reader_stage", lambda *a: calls.append(a) or STAGE)
+    thread = preload(SimpleNamespace(judge="local", reader=True))
+    thread.join(60)
+    assert not thread.is_alive() and thread.daemon and calls == [()]
+
+    def broken(*a):
+        raise OSError("reader.onnx unreadable")
+
+    import threading
+
+    raised = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    monkeypatch.setattr(stage_mod, "load_reader_stage", broken)
+    thread = preload(SimpleNamespace(judge="local", reader=True))
+    thread.join(60)  # the failure is left for the judge to meet and report, not raised in the thread
+    assert not thread.is_alive() and raised == []
