@@ -433,7 +433,7 @@ def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> No
     try:
         _ask(ctx, settings, query, as_json, writer)
     finally:
-        if loading is not None:  # an interpreter does not exit cleanly under a thread inside onnxruntime
+        if loading is not None:  # the process never exits with a thread still inside onnxruntime
             loading.join()
 
 

@@ -11,7 +11,7 @@ JUDGE_NAMES = ("local", "typesafe", "recorded", "llm")
 
 def preload(settings):
     """Start loading, in a daemon thread, what the judge the settings name loads on its first
-    question: the local judge's reader (onnxruntime, its session and tokenizer, most of it outside
+    question: the local judge's reader (onnxruntime, its session and tokenizer, part of it outside
     the GIL). A one-shot command (`sourcegate ask`) overlaps it with its imports and retrieval.
     Returns the thread to join before exiting, or None when there is nothing to load. A failure is
     left for the judge to meet (and report) when it loads the reader itself."""

@@ -117,8 +117,9 @@ class Reader:
         with self._lock:
             for ids_, tt_, _ in rows:
                 ids = np.asarray([ids_], dtype=np.int64)
-                feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.asarray([tt_], dtype=np.int64)}
-                parts.append(self.session.run(None, feed))
+                tt = np.asarray([tt_], dtype=np.int64)
+                parts.append(self.session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                     "token_type_ids": tt}))
         L = max(len(r[0]) for r in rows)
         outs = []
         for k, first in enumerate(parts[0]):
