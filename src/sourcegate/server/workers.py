@@ -1,7 +1,8 @@
 """`sourcegate serve --workers N`: N server processes on one listening socket.
 
-Answering is CPU-bound and much of it holds Python's global interpreter lock, so one process
-leaves cores idle however many threads it runs. The parent binds the socket once and forks N
+Answering is CPU-bound and part of it holds Python's global interpreter lock, so one process
+leaves part of the cores idle however many threads it runs (on 2 cores, 13% at 4 clients:
+`bench/README.md`, "Server processes"). The parent binds the socket once and forks N
 workers that accept on it (the kernel hands each connection to one of them); each worker runs the
 same app as a single-process `serve`, with its own admission control, judge and audit writer.
 
