@@ -50,8 +50,9 @@ def _serve(conn: Connection, memory_mb: int | None, parent_pid: int) -> None:
         except IngestError as e:
             reply = ("failed", str(e))
         except MemoryError:
-            reply = ("failed", f"needs more than the {memory_mb} MB memory budget per file to parse "
-                               "(raise SOURCEGATE_PARSE_MEMORY_MB to accept it)")
+            # "spent": the heap the failed parse grew is not given back, so the next file gets a new process
+            reply = ("spent", f"needs more than the {memory_mb} MB memory budget per file to parse "
+                              "(raise SOURCEGATE_PARSE_MEMORY_MB to accept it)")
         except RecursionError:
             reply = ("failed", "nested too deeply to parse")
         except Exception as e:  # a parser bug must not stop the other files
@@ -59,7 +60,7 @@ def _serve(conn: Connection, memory_mb: int | None, parent_pid: int) -> None:
         try:
             conn.send(reply)
         except MemoryError:
-            conn.send(("failed", f"its text does not fit the {memory_mb} MB memory budget per file"))
+            conn.send(("spent", f"its text does not fit the {memory_mb} MB memory budget per file"))
 
 
 class BudgetedParser:
@@ -116,6 +117,8 @@ class BudgetedParser:
                               "(SOURCEGATE_PARSE_MEMORY_MB sets the budget)") from None
         if kind == "ok":
             return value
+        if kind == "spent":  # out of its memory budget: a fresh process parses the next file
+            self.close()
         raise IngestError(value)
 
     def close(self) -> None:
