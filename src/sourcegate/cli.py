@@ -679,12 +679,11 @@ def serve(ctx: click.Context, host: str, port: int, workers: int | None) -> None
 
     if (problem := key_problem(_settings(ctx))) is not None:
         raise click.ClickException(problem)
-    from .server.workers import default_workers, judge_threads, per_worker_concurrency, serve_workers
+    from .server.workers import default_workers, pin_judge_threads, serve_workers
 
     workers = workers or default_workers()
     if workers == 1:
-        os.environ.setdefault("SOURCEGATE_JUDGE_THREADS",
-                              str(judge_threads(per_worker_concurrency(_settings(ctx)), 1)))
+        pin_judge_threads(_settings(ctx), 1)
         run_server(_settings(ctx), host=host, port=port)
     else:
         ctx.exit(serve_workers(_settings(ctx), host=host, port=port, workers=workers))

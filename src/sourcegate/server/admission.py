@@ -36,12 +36,17 @@ class Overloaded(Unavailable):
                          reason, max(1, retry_after))
 
 
+def concurrency_or_cores(concurrency: int) -> int:
+    """Questions answered at once: `concurrency` when set (above 0), else one per core."""
+    return concurrency if concurrency > 0 else max(1, os.cpu_count() or 1)
+
+
 class AdmissionControl:
     """At most `concurrency` questions run at once and at most `max_queue` wait; one that waited
     `queue_timeout_s` without a slot is turned away. Lives in one event loop (not thread-safe)."""
 
     def __init__(self, concurrency: int = 0, max_queue: int = 16, queue_timeout_s: float = 2.5):
-        self.concurrency = concurrency if concurrency > 0 else max(1, os.cpu_count() or 1)
+        self.concurrency = concurrency_or_cores(concurrency)
         self.max_queue = max(0, max_queue)
         self.queue_timeout_s = queue_timeout_s
         self.running = 0

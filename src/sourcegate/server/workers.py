@@ -39,6 +39,7 @@ import time
 from multiprocessing.connection import wait
 
 from ..settings import Settings
+from .admission import concurrency_or_cores
 
 log = logging.getLogger("sourcegate.serve")
 
@@ -59,9 +60,7 @@ def per_worker_concurrency(settings: Settings) -> int:
     one that wakes first accepts every connection waiting, so two clients that connect together
     often land on the same worker), and a worker held to its share then queues questions while
     the other cores sit idle (measured: 2 workers at 2 clients answered 0.73x of 1 worker)."""
-    if settings.serve_max_concurrency > 0:
-        return settings.serve_max_concurrency
-    return max(1, os.cpu_count() or 1)
+    return concurrency_or_cores(settings.serve_max_concurrency)
 
 
 def judge_threads(concurrency: int, workers: int) -> int:
@@ -71,6 +70,13 @@ def judge_threads(concurrency: int, workers: int) -> int:
     4 clients: 9.1 against 7.9 answers/s, with a third less CPU: two threads per run mostly wait on
     each other)."""
     return max(1, (os.cpu_count() or 1) // max(1, concurrency * max(1, workers)))
+
+
+def pin_judge_threads(settings: Settings, workers: int) -> None:
+    """SOURCEGATE_JUDGE_THREADS for this server process, unless the operator set it: N processes
+    each running a full-width thread pool on the same cores only trade them back and forth."""
+    threads = judge_threads(per_worker_concurrency(settings), workers)
+    os.environ.setdefault("SOURCEGATE_JUDGE_THREADS", str(threads))
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -91,8 +97,7 @@ def _worker(settings: Settings, host: str, port: int, sock: socket.socket, numbe
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.environ["SOURCEGATE_WORKER"] = str(number)
-    # N workers each running a full-width thread pool on the same cores only trade them back and forth.
-    os.environ.setdefault("SOURCEGATE_JUDGE_THREADS", str(judge_threads(settings.serve_max_concurrency, workers)))
+    pin_judge_threads(settings, workers)
     from .app import serve
 
     serve(settings, host=host, port=port, sockets=[sock])
@@ -111,7 +116,6 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     from prometheus_client import values
 
     values.ValueClass = values.get_value_class()
-    worker_settings = settings.model_copy(update={"serve_max_concurrency": per_worker_concurrency(settings)})
     sock = bind(host, port)
     ctx = multiprocessing.get_context("fork")
     procs: dict[int, multiprocessing.process.BaseProcess] = {}
@@ -123,8 +127,8 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     failed = False
 
     def start(number: int) -> None:
-        p = ctx.Process(target=_worker, args=(worker_settings, host, port, sock, number, workers), name=f"sourcegate-worker-{number}",
-                        daemon=False)
+        p = ctx.Process(target=_worker, args=(settings, host, port, sock, number, workers),
+                        name=f"sourcegate-worker-{number}", daemon=False)
         p.start()
         procs[number] = p
         started[number] = time.monotonic()
@@ -144,7 +148,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         log.info("serving on %s:%d with %d workers, %d questions at once each", host, port, workers,
-                 worker_settings.serve_max_concurrency)
+                 per_worker_concurrency(settings))
         for n in range(workers):
             start(n)
         while procs:
