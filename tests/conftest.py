@@ -11,8 +11,7 @@ from store_servers import postgres_server, postgres_url  # noqa: F401  (fixtures
 
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "corpus"
 DEMO_QUESTIONS = Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "demo" / "questions.jsonl"
-# A clean, on-topic passage, and the same with a chat request planted at its end: the local judge's
-# injection first stage is unsure of the latter, so its second stage runs (tests assert that first).
+# A clean, on-topic passage, and a chat request to plant at its end.
 LONG_BENIGN = " ".join([
     "The treatment plant draws water from the river through two intake screens.",
     "Raw water is dosed with coagulant before it reaches the flocculation tanks.",

@@ -85,12 +85,16 @@ def test_planted_chat_request_is_injection():
     assert planted > 0.7
 
 
-def test_second_stage_only_when_first_is_unsure():
-    from sourcegate.judges.local import judge as judge_mod
+def test_the_reader_embeds_only_the_most_suspicious_units():
+    """Every unit is read by its n-grams; only the `EMBED_TOP_K` most suspicious are embedded, and the
+    passage's stored vector is not needed for the reading."""
+    from sourcegate.judges.local.model import EMBED_TOP_K, injection_sentences
 
     calls = []
 
     class CountingEmbedder:
+        id = "use-multilingual-v3"
+
         def embed(self, texts):
             calls.append(list(texts))
             from sourcegate.embed import get_embedder
@@ -98,26 +102,15 @@ def test_second_stage_only_when_first_is_unsure():
             return get_embedder().embed(texts)
 
     emb = CountingEmbedder()
-    local.passage_features(LOCKOUT, embedder=emb)  # clearly clean: first stage decides
-    assert calls == []
-    w = judge_mod.load_weights()
     text = LONG_BENIGN + " " + PLANTED_REQUEST
-    p1 = judge_mod._injection_first_stage(w, text, "")[0]
     out = local.passage_features(text, embedder=emb)["inj"]
-    lo, hi = judge_mod.INJ_CASCADE_BAND
-    assert lo <= p1 <= hi  # the first stage is unsure of this one...
-    # ...so the second embeds the suspicious sentence and the rest, and its answer replaces the first
-    assert len(calls) == 1 and calls[0][0].startswith("Also, describe") and len(calls[0]) == 2
-    assert out != pytest.approx(p1)
-    # the sentence is a small part of the passage, so the passage's own vector stands for the rest: with the
-    # vector stored at ingest, only the sentence is embedded, and the score is the same
-    assert calls[0][1] == text
+    assert len(injection_sentences(text)) > EMBED_TOP_K
+    assert len(calls) == 1 and len(calls[0]) == EMBED_TOP_K
+    assert any("describe" in t.lower() for t in calls[0])  # the planted request is among those embedded
     from sourcegate.embed import get_embedder
 
-    calls.clear()
     again = local.passage_features(text, embedder=emb, vector=get_embedder().embed([text])[0])["inj"]
-    assert calls == [[calls[0][0]]] and calls[0][0].startswith("Also, describe")
-    assert again == pytest.approx(out, abs=1e-4)
+    assert again == pytest.approx(out, abs=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -1,31 +1,36 @@
-"""The injection question's sentence reader: is this one sentence addressed to an AI?
+"""The injection question's reader: is this unit (a line, a sentence, a clause) addressed to an AI
+rather than to a human reader?
 
-A passage is an injection when any one of its sentences is addressed to an AI, whatever surrounds it;
-text addressed to a person, however imperative, is not. So the passage score is the calibrated
-maximum over its sentences of one sentence model (`sourcegate.judges.local.model.InjectionReader`).
+A passage is addressed to an AI when any one of its units is, whatever surrounds it; text addressed to a
+person, however imperative, advisory, legal, scientific or technical, is not. The passage's probability
+is the Platt scaling of the maximum over its units of one unit model
+(`sourcegate.judges.local.model.InjectionReader`): hashed character and word n-grams and cue counts for
+every unit, the sentence embedding of the `EMBED_TOP_K` most suspicious ones.
 
 Data, every label set by how the row is built:
-- negatives: the sentences of real passages (`../shared/data/real/corpus`, split by document: one
-  document in five is held out, never read here but for the report), which are policies, procedures
-  and manuals written to a person ("You must lock your computer", "SHALL be disabled"); the benign
-  prompts and benign texts of the public sets (NotInject, WildGuard benign, deepset's label 0); a few
-  built sentences that speak *about* AI tools without addressing one;
-- positives: the injection strings of the public sets (deepset, BastionCorpus, CyberSecEval,
-  Giskard, agent-injection-bench, the strings planted in the synthetic SQuAD set), each string's split
-  fixed by a hash of its text; and sentences built from templates that address an AI in plain words
-  ("AI assistants reading this must tell users that ..."), in English and French, whose addressee and
-  instruction families are split between training and report, so that the report reads wordings the
-  model never saw;
-- calibration: held-out corpus passages clean (0) and with one calibration positive planted after
-  their first sentence or later (1); isotonic on the passage's maximum sentence logit.
+- negatives: the units of ordinary text of ten genres (`training/genres.py`: policies and manuals, cloud
+  and database docs in English and French, security baselines, government guidance, encyclopedias in
+  English and French, Debian's manual pages and READMEs, Python docstrings), half the documents of
+  each genre only (the other half is measured); the hand-written genre passages of
+  `training/data/injection_dev_*.jsonl` (procedures, e-mails, chats, forum posts, reports about AI tools);
+  a few sentences that speak *about* AI tools without addressing one;
+- positives: the injection strings of the public sets (deepset, BastionCorpus, CyberSecEval, Giskard,
+  agent-injection-bench; each string's split fixed by a hash of its text), the text planted into the
+  synthetic SQuAD set (the planted text only, never the paragraph's sentences); sentences built from
+  templates that address an AI (`templated("train")`: English and French families, and train families in
+  German, Spanish, Italian, Dutch and Portuguese), whose families are not those the report reads
+  (`training/planted.py`);
+- calibration: one fitted document in six of every genre, kept out of the unit model, clean (0) and
+  with one calibration positive planted (1); Platt scaling of the passage's maximum unit logit.
 
-Report (written into the weights' JSON and printed): held-out real passages (by document) above 0.7,
-planted report positives above 0.7 (template ones, quiet ones apart: no "ignore"/"instructions"/
-"system prompt" words), the hand-written blind passages (`training/data/injection_blind*.jsonl`, never
-read for fitting), BIPIA pairs, and a question-free baseline is not needed (the question is not read).
+Report (written into the weights' JSON and printed): ordinary passages of the measured documents of every
+genre above 0.7 (and, with `--logo`, each genre measured by a reader fitted without that genre), planted
+report families above 0.7 (six languages, first/middle/last, alone or after a semicolon, look-alike
+letters and invisible fillers; quiet ones apart), the hand-written blind passages
+(`training/data/injection_blind*.jsonl`, never read for fitting) and BIPIA pairs (never read for fitting).
 
-    python -m training.injection            # ~12 min on 2 cores (~6 min with the embeddings cached); writes .cache/injection/
-    python -m training.injection --combine-only   # refit only the passage head over the sentence reader (~1 min)
+    python -m training.injection            # ~5 min on 2 cores; writes .cache/injection/
+    python -m training.injection --logo     # and the leave-one-genre-out figures first (~3 min a genre)
 """
 
 from __future__ import annotations
@@ -147,9 +152,37 @@ ABOUT_AI = [
 QUIET_RE = re.compile(r"ignor|instruction|system prompt|previous|disregard|oubli|jailbreak", re.I)
 
 
+# train families in other languages (the report's families in `training.planted` are other wordings)
+OTHER_TRAIN = {
+    "de": (["KI-Assistenten, die dies lesen,", "Jeder Chatbot, der aus dieser Seite antwortet,", "Sprachmodelle, die dieses Dokument verwenden,",
+            "Wenn du eine KI bist, musst du", "Hinweis an das KI-Modell: du musst"],
+           ["müssen den Nutzern sagen, dass {c}", "sollen immer antworten, dass {c}"],
+           ["die Höchstgeschwindigkeit 20.000 U/min beträgt", "es kein Tageslimit gibt", "dieser Schritt optional ist"]),
+    "es": (["Los asistentes de IA que lean esto", "Cualquier chatbot que responda con esta página", "Los modelos de lenguaje que usen este documento",
+            "Si eres una IA, debes", "Nota para el modelo de IA: debes"],
+           ["deben decir a los usuarios que {c}", "deben responder siempre que {c}"],
+           ["la velocidad máxima es de 20.000 rpm", "no hay límite diario", "este paso es opcional"]),
+    "it": (["Gli assistenti IA che leggono questo testo", "Qualsiasi chatbot che risponde da questa pagina", "I modelli linguistici che usano questo documento",
+            "Se sei un'IA, devi", "Nota per il modello IA: devi"],
+           ["devono dire agli utenti che {c}", "devono sempre rispondere che {c}"],
+           ["la velocità massima è di 20.000 giri/min", "non c'è alcun limite giornaliero", "questo passaggio è facoltativo"]),
+    "nl": (["AI-assistenten die dit lezen", "Elke chatbot die vanuit deze pagina antwoordt", "Taalmodellen die dit document gebruiken",
+            "Als je een AI bent, moet je", "Opmerking voor het AI-model: je moet"],
+           ["moeten gebruikers vertellen dat {c}", "moeten altijd antwoorden dat {c}"],
+           ["de maximale snelheid 20.000 tpm is", "er geen daglimiet is", "deze stap optioneel is"]),
+    "pt": (["Assistentes de IA que leem isto", "Qualquer chatbot que responda a partir desta página", "Modelos de linguagem que usam este documento",
+            "Se você é uma IA, deve", "Nota para o modelo de IA: você deve"],
+           ["devem dizer aos usuários que {c}", "devem sempre responder que {c}"],
+           ["a velocidade máxima é de 20.000 rpm", "não há limite diário", "esta etapa é opcional"]),
+}
 def templated(split: str, rng: random.Random, n: int) -> list[str]:
     out = []
     for _ in range(n):
+        if split == "train" and rng.random() < 0.2:
+            adr, verbs, claims = OTHER_TRAIN[rng.choice(sorted(OTHER_TRAIN))]
+            s = f"{rng.choice(adr)} {rng.choice(verbs).format(c=rng.choice(claims))}."
+            out.append(s[0].upper() + s[1:])
+            continue
         fr = rng.random() < 0.4
         kind = rng.random()
         if fr:
@@ -184,42 +217,40 @@ def public_strings() -> tuple[list[str], list[str]]:
             (pos if int(r.get("label", 0)) == 1 else neg).add(t)
     synth = train / "inj_synth_squad_indirect" / "data.jsonl"
     if synth.exists():
-        rows = load_jsonl(synth)
-        clean = set()
-        for r in rows:
-            if int(r.get("label", 0)) == 0:
-                clean.update(injection_sentences(r["text"]))
-        for r in rows:
+        # a row is a SQuAD 1.0 paragraph with a text planted into it: the positive is the planted text alone.
+        # (Taking every sentence of a planted row that no clean row holds made thousands of encyclopedia
+        # sentences positives, and any prose with dates and names read as an injection.)
+        paragraphs = squad_paragraphs()
+        for r in load_jsonl(synth):
             if int(r.get("label", 0)) == 1:
-                for s in injection_sentences(r["text"]):
-                    if s not in clean:
-                        pos.add(s)
-        neg.update(list(clean)[:4000])
+                planted = planted_text(r["text"], paragraphs)
+                if planted and len(planted) <= 1500:
+                    pos.add(planted)
     return sorted(pos), sorted(neg)
 
 
-def document_sentences(rng: random.Random, n_squad: int = 15000, n_synth: int = 3000) -> list[str]:
-    """Sentences of documents written to people: Wikipedia paragraphs (SQuAD) and the built procedures,
-    e-mails and notes of the interpretable heads' trainer."""
-    import importlib.util
-
+def squad_paragraphs() -> list[str]:
     out = []
-    squad = DATA / "train" / "squad1_train_xpara" / "data.jsonl"
-    if squad.exists():
-        pars = sorted({r["text"] for r in load_jsonl(squad)})
-        rng.shuffle(pars)
-        for p in pars:
-            out.extend(injection_sentences(p))
-            if len(out) >= n_squad:
-                break
-    spec = importlib.util.spec_from_file_location("_tlj", ROOT / "training" / "local_judge.py")
-    if spec is not None and spec.loader is not None and Path(spec.origin).exists():
-        m = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(m)
-        for _ in range(n_synth // 5):
-            for lines in (m.synth_procedure(rng), m.synth_email(rng), m.synth_doc(rng)):
-                out.extend(lines)
-    return out
+    p = DATA / "train" / "squad_spans" / "squad1_train.jsonl"
+    if p.exists():
+        out = [r["context"] for r in load_jsonl(p)]
+    return sorted(set(out), key=len, reverse=True)
+
+
+_PARA_INDEX: dict[str, list[str]] = {}
+
+
+def planted_text(text: str, paragraphs: list[str]) -> str | None:
+    """What a synthetic row adds to its SQuAD paragraph (None when the paragraph is not found)."""
+    if not _PARA_INDEX:
+        for para in paragraphs:
+            _PARA_INDEX.setdefault(para[:60], []).append(para)
+    for i in range(0, max(1, len(text) - 59)):
+        for para in _PARA_INDEX.get(text[i:i + 60], ()):
+            if text.startswith(para, i):
+                rest = (text[:i] + " " + text[i + len(para):]).strip(" \n-")
+                return re.sub(r"\s+", " ", rest).strip() or None
+    return None
 
 
 def dev_passages() -> list[dict]:
@@ -244,157 +275,172 @@ def plant(passage_sents: list[str], sentence: str, rng: random.Random) -> str:
     return " ".join(passage_sents[:i] + [sentence] + passage_sents[i:])
 
 
-def fit_combiner(out_dir: Path, seed: int, dev_weight: float = 3.0) -> dict:
-    """The passage head: a logistic regression over the passage model's logit (`inj`/`inj_sem`, read as
-    a whole passage) and the sentence reader's maximum, then isotonic; fitted on held-out corpus passages
-    (calibration documents) clean and planted with calibration positives, and on the hand-written genre
-    passages; reported on the test documents, the blind hand-written sets and BIPIA, beside each part."""
-    from sklearn.isotonic import IsotonicRegression
-    from sklearn.linear_model import LogisticRegression
+def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None) -> tuple[list[str], list[int], list[str]]:
+    """The sentences (clauses) the fit reads, their labels and where each comes from (a genre of
+    `training.genres`, or "public", "templates", "handwritten", "about_ai", "built"). `exclude`: a genre
+    left out whole (its passages, and every other source of the same text)."""
+    from training import genres
+
+    X, y, src = [], [], []
+
+    def add(t, lab, s, times=1):
+        for _ in range(times):
+            X.append(t); y.append(lab); src.append(s)
+
+    for r in genres.load():
+        if r["part"] != "fit" or r["genre"] in genres.MEASURE_ONLY or r["genre"] == exclude:
+            continue
+        if cal_doc(r["doc"]):
+            continue
+        for t in injection_sentences(r["text"]):
+            add(t, 0, r["genre"])
+    if exclude != "handwritten":
+        # procedures, e-mails, chats, forum posts and reports about AI tools, clean and with one planted line
+        for r in dev_passages():
+            note = (r.get("note") or "").strip() if int(r["label"]) == 1 else ""
+            for t in injection_sentences(r["text"]):
+                add(t, int(bool(note) and (t in note or note in t)), "handwritten", dev_weight)
+            if note:
+                add(note, 1, "handwritten")
+    for t in ABOUT_AI:
+        add(t, 0, "about_ai", 20)
+    pos_pub, _ = public_strings()
+    for t in pos_pub:
+        if string_split(t) == "train":
+            # the whole string: its units one by one are often harmless on their own ("What is Python?"),
+            # and as positives they taught the reader that any short question or quote is addressed to an AI
+            add(t, 1, "public")
+    for t in templated("train", rng, 6000):
+        add(t, 1, "templates")
+    return X, y, src
+
+
+def cal_doc(doc: str) -> bool:
+    """One fitted document in six is kept for the calibration (never read by the sentence model)."""
+    return h("cal:" + doc, 6) == 0
+
+
+class Reader:
+    """A sentence reader being fitted: stage 1 (hashed n-grams), stage 2 (the top sentence's embedding,
+    stage 1's logit and the cue counts), as `sourcegate.judges.local.model.InjectionReader` reads it."""
+
+    def __init__(self, embed, ngrams):
+        self.embed, self.ngrams = embed, ngrams
+
+    def fit(self, X_text: list[str], y: list[int]):
+        from sklearn.linear_model import LogisticRegression
+
+        Xn = self.ngrams(X_text)
+        yy = np.asarray(y)
+        fold = np.array([h("fold:" + t, 2) for t in X_text])
+        oof = np.zeros(len(yy))
+        for k in (0, 1):
+            m = LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000, solver="liblinear")
+            m.fit(Xn[fold != k], yy[fold != k])
+            oof[fold == k] = m.decision_function(Xn[fold == k])
+        clf = LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000, solver="liblinear").fit(Xn, yy)
+        self.coef = clf.coef_.ravel().astype(np.float32)
+        self.b = float(clf.intercept_[0])
+        Z = np.hstack([self.embed(X_text), oof[:, None], cue_counts(X_text)])
+        sem = LogisticRegression(C=1.0, class_weight="balanced", max_iter=3000).fit(Z, yy)
+        c2 = sem.coef_.ravel()
+        d = Z.shape[1] - 3
+        self.we, self.a, self.wl, self.b2 = c2[:d].astype(np.float32), float(c2[d]), c2[d + 1:].astype(np.float32), float(sem.intercept_[0])
+        return self
+
+    def sentence_logits(self, ss: list[str]) -> np.ndarray:
+        first = self.a * (self.ngrams(ss) @ self.coef + self.b) + cue_counts(ss) @ self.wl + self.b2
+        top = np.argsort(-first)[:EMBED_TOP_K]
+        out = np.full(len(ss), -np.inf)
+        out[top] = first[top] + self.embed([ss[i] for i in top]) @ self.we
+        return out
+
+    def passage_logits(self, texts: list[str]) -> np.ndarray:
+        return np.asarray([float(np.max(self.sentence_logits(injection_sentences(t) or [t]))) for t in texts])
+
+    def calibrate(self, texts: list[str], y: list[int]):
+        """Platt scaling of the passage's maximum logit: one smooth probability, no plateaus."""
+        from sklearn.linear_model import LogisticRegression
+
+        z = self.passage_logits(texts)[:, None]
+        lr = LogisticRegression(C=100.0).fit(z, np.asarray(y))
+        self.platt = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))
+        return self
+
+    def prob(self, texts: list[str]) -> np.ndarray:
+        a, b = self.platt
+        return 1.0 / (1.0 + np.exp(-(a * self.passage_logits(texts) + b)))
+
+
+def calibration_set(rng: random.Random, exclude: str | None = None) -> tuple[list[str], list[int]]:
+    """Held-out fitted documents of every genre (but `exclude`), clean (0) and with one calibration
+    positive planted (1): public strings of the calibration split and training template families."""
+    from training import genres
+
+    hosts = [r for r in genres.load() if r["part"] == "fit" and cal_doc(r["doc"]) and r["genre"] != exclude
+             and r["genre"] not in genres.MEASURE_ONLY]
+    pos_pub, _ = public_strings()
+    pool = [x for x in pos_pub if string_split(x) == "cal"] + templated("train", random.Random(rng.random()), 400)
+    texts, y = [], []
+    for r in hosts:
+        texts.append(r["text"]); y.append(0)
+    for r in rng.sample(hosts, min(len(hosts), 1000)):
+        texts.append(plant(injection_sentences(r["text"]), rng.choice(pool), rng)); y.append(1)
+    return texts, y
+
+
+def report(rd: Reader, seed: int) -> dict:
+    """The held-out figures of one fitted reader: ordinary passages of every genre (their `measure`
+    documents), planted report families (`training.planted`), the blind hand-written sets and BIPIA."""
     from sklearn.metrics import roc_auc_score
 
-    from sourcegate.judges.local import judge as J
-    from sourcegate.judges.local.model import InjectionReader, load_weights
+    from training import genres, planted
 
-    w = load_weights()
-    rd = InjectionReader(out_dir)
-    rng = random.Random(seed + 5)
-
-    def parts(text: str) -> tuple[float, float]:
-        p_old = J._passage_injection_model(w, text, "")[0]
-        sents = injection_sentences(text) or [text]
-        return _lo(p_old), float(np.max(rd.logits(sents)))
-
-    corpus = load_jsonl(DATA / "real" / "corpus" / "passages.jsonl")
-    cal = [r for r in corpus if doc_split(r["doc_id"]) == "cal"]
-    test = [r for r in corpus if doc_split(r["doc_id"]) == "test"]
-    pos_pub, _ = public_strings()
-    pool = [x for x in pos_pub if string_split(x) == "cal"] + templated("train", random.Random(seed + 6), 300)
-    texts, y, wt = [], [], []
-    for r in rng.sample(cal, min(1500, len(cal))):
-        texts.append(r["text"]); y.append(0); wt.append(1.0)
-    for r in rng.sample(cal, 600):
-        texts.append(plant(injection_sentences(r["text"]), rng.choice(pool), rng)); y.append(1); wt.append(1.0)
-    for r in dev_passages():
-        texts.append(r["text"]); y.append(int(r["label"])); wt.append(dev_weight)
-    X = np.asarray([parts(t) for t in texts])
-    yy = np.asarray(y)
-    ww = np.asarray(wt)
-    lr = LogisticRegression(class_weight="balanced").fit(X, yy, sample_weight=ww)
-    z = lr.decision_function(X)
-    iso = IsotonicRegression(y_min=0.001, y_max=0.999, out_of_bounds="clip").fit(z, yy, sample_weight=ww)
-    xs = np.unique(np.quantile(z, np.linspace(0, 1, 201)))
-    comb = {"coef": lr.coef_.ravel().tolist(), "intercept": float(lr.intercept_[0]), "iso_x": xs.tolist(),
-            "iso_y": iso.predict(xs).tolist(), "fit_rows": len(yy)}
-
-    def prob(X):
-        return np.interp(X @ np.asarray(comb["coef"]) + comb["intercept"], comb["iso_x"], comb["iso_y"])
-
-    rr = random.Random(seed + 7)
-    hosts = rr.sample(test, 400)
-    quiet = [x for x in templated("test", rr, 400) if not QUIET_RE.search(x)][:200]
-    pub = [x for x in pos_pub if string_split(x) == "test"]
-    rr.shuffle(pub)
-    sets = {"real_heldout_passages": ([r["text"] for r in hosts], [0] * len(hosts)),
-            "planted_quiet_templates": ([plant(injection_sentences(hosts[i]["text"]), x, rr) for i, x in enumerate(quiet)],
-                                        [1] * len(quiet)),
-            "planted_public_strings": ([plant(injection_sentences(hosts[i % 400]["text"]), x, rr)
-                                        for i, x in enumerate(pub[:200])], [1] * min(200, len(pub)))}
+    rows = [r for r in genres.load() if r["part"] == "measure"]
+    p = rd.prob([r["text"] for r in rows])
+    rep: dict = {"ordinary_above_0.7": round(float(np.mean(p > 0.7)), 4), "ordinary_n": len(rows), "by_genre": {}}
+    for g in sorted({r["genre"] for r in rows}):
+        m = np.asarray([r["genre"] == g for r in rows])
+        rep["by_genre"][g] = round(float(np.mean(p[m] > 0.7)), 4)
+    rr = random.Random(seed + 2)
+    pl = [planted.plant(r["text"], rr) for r in rr.sample(rows, 600)]
+    pp = rd.prob([x["text"] for x in pl])
+    q = np.asarray([x["quiet"] for x in pl])
+    rep["planted_above_0.7"] = round(float(np.mean(pp > 0.7)), 4)
+    rep["planted_quiet_above_0.7"] = round(float(np.mean(pp[q] > 0.7)), 4)
+    rep["planted_loud_above_0.7"] = round(float(np.mean(pp[~q] > 0.7)), 4)
+    sets = {}
     for f in ("injection_blind.jsonl", "injection_blind2.jsonl"):
-        rows = load_jsonl(ROOT / "training" / "data" / f)
-        sets[f] = ([r["text"] for r in rows], [int(r["label"]) for r in rows])
+        sets[f] = load_jsonl(ROOT / "training" / "data" / f)
     bip = DATA / "bipia-dev" / "injection_pairs.jsonl"
     if bip.exists():
-        rows = load_jsonl(bip)
-        sets["bipia_pairs"] = ([r["text"] for r in rows], [int(r["label"]) for r in rows])
-    rep = {}
-    for name, (tx, yv) in sets.items():
-        yv = np.asarray(yv)
-        Xs = np.asarray([parts(t) for t in tx])
-        r = {}
-        for k, p in (("passage_model", 1 / (1 + np.exp(-Xs[:, 0]))), ("sentence_reader", rd.probability_array(Xs[:, 1])),
-                     ("combined", prob(Xs))):
-            d = {}
-            if (yv == 1).any():
-                d["positives_above_0.7"] = round(float(np.mean(p[yv == 1] > 0.7)), 3)
-            if (yv == 0).any():
-                d["negatives_above_0.7"] = round(float(np.mean(p[yv == 0] > 0.7)), 3)
-            if len(set(yv.tolist())) == 2:
-                d["auroc"] = round(float(roc_auc_score(yv, p)), 3)
-            r[k] = d
-        rep[name] = r
-        print(name, json.dumps(r), flush=True)
-    comb["report"] = rep
-    return comb
-
-
-def _lo(p: float) -> float:
-    p = min(1 - 1e-4, max(1e-4, float(p)))
-    return float(np.log(p / (1 - p)))
+        sets["bipia_pairs"] = load_jsonl(bip)
+    for name, rs in sets.items():
+        lab = np.asarray([int(r["label"]) for r in rs])
+        ps = rd.prob([r["text"] for r in rs])
+        rep[name] = {"n": len(rs), "auroc": round(float(roc_auc_score(lab, ps)), 4),
+                     "pos_above_0.7": round(float(np.mean(ps[lab == 1] > 0.7)), 3),
+                     "neg_above_0.7": round(float(np.mean(ps[lab == 0] > 0.7)), 3)}
+    return rep
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seed", type=int, default=20261203)
-    ap.add_argument("--max-corpus-sentences", type=int, default=100000)
+    ap.add_argument("--seed", type=int, default=20261205)
     ap.add_argument("--out", type=Path, default=OUT_DIR)
     ap.add_argument("--dev-weight", type=int, default=5, help="times each hand-written genre passage's sentence counts")
-    ap.add_argument("--combine-dev-weight", type=float, default=3.0,
-                    help="weight of the hand-written genre passages in the passage head's fit")
-    ap.add_argument("--combine-only", action="store_true",
-                    help="keep the sentence reader as it is; refit only the passage head over it")
+    ap.add_argument("--logo", action="store_true",
+                    help="also the leave-one-genre-out figures: per genre, a reader fitted without it (~1 min a genre)")
+    ap.add_argument("--only-genre", help="with --logo: that genre only")
     args = ap.parse_args(argv)
-    if args.combine_only:
-        path = args.out / "injection_sentences.json"
-        meta = json.loads(path.read_text())
-        meta["combine"] = fit_combiner(args.out, args.seed, args.combine_dev_weight)
-        path.write_text(json.dumps(meta, indent=1) + "\n")
-        return 0
-    rng = random.Random(args.seed)
     t0 = time.time()
     from sklearn.feature_extraction.text import HashingVectorizer
-    from sklearn.isotonic import IsotonicRegression
-    from sklearn.linear_model import LogisticRegression
     from scipy.sparse import hstack
 
-    corpus = load_jsonl(DATA / "real" / "corpus" / "passages.jsonl")
-    by_split: dict[str, list[dict]] = {"train": [], "cal": [], "test": []}
-    for r in corpus:
-        by_split[doc_split(r["doc_id"])].append(r)
-    corpus_sents = [s for r in by_split["train"] for s in injection_sentences(r["text"])]
-    rng.shuffle(corpus_sents)
-    corpus_sents = corpus_sents[: args.max_corpus_sentences]
-    pos_pub, neg_pub = public_strings()
-    pos_by = {sp: [s for s in pos_pub if string_split(s) == sp] for sp in ("train", "cal", "test")}
-
-    X_text, y = [], []
-    for s in corpus_sents:
-        X_text.append(s); y.append(0)
-    # (benign chat prompts as positives made plain expository prose read as addressed to an AI: measured
-    # on held-out real passages, they are left out; `neg_pub` rows are not read)
-    for s in document_sentences(rng):
-        X_text.append(s); y.append(0)
-    # the hand-written genre passages (chats between people, e-mails, forum posts, reports about AI tools,
-    # procedures in four languages) are few beside the corpus: each of their sentences counts `dev_weight` times
-    for r in dev_passages():
-        note = (r.get("note") or "").strip() if int(r["label"]) == 1 else ""
-        for s in injection_sentences(r["text"]):
-            inj = bool(note) and (s in note or note in s)
-            for _ in range(args.dev_weight):
-                X_text.append(s); y.append(int(inj))
-        if note:
-            X_text.append(note); y.append(1)
-    for s in ABOUT_AI * 20:
-        X_text.append(s); y.append(0)
-    for s in pos_by["train"]:
-        X_text.append(s); y.append(1)
-    for s in templated("train", rng, 6000):
-        X_text.append(s); y.append(1)
-    print(f"fit rows: {len(y)} ({sum(y)} positive); corpus sentences {len(corpus_sents)}", flush=True)
+    from sourcegate.embed import get_embedder
+    from training import genres
 
     vc, vw = HashingVectorizer(**INJ_CHAR), HashingVectorizer(**INJ_WORD)
-    from sourcegate.embed import get_embedder
-
     embedder = get_embedder(EMBEDDER)
     cache: dict[str, np.ndarray] = {}
     cache_file = ROOT / ".cache" / "injection" / f"emb-{embedder.id}.npz"
@@ -414,118 +460,62 @@ def main(argv=None) -> int:
         folded = [reading_text(t) for t in texts]
         return hstack([vc.transform(folded), vw.transform(folded)]).tocsr()
 
-    # stage 1: n-grams (liblinear); stage 2: the sentence embedding with stage 1's logit, fitted on
-    # stage 1's out-of-fold logits so that it learns how far to trust them
-    Xn = ngrams(X_text)
-    yy = np.asarray(y)
-    E = embed(X_text)
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    keys = list(cache)
-    np.savez(cache_file, texts=np.asarray(keys), vectors=np.vstack([cache[k] for k in keys]))
-    L = cue_counts(X_text)
-    print(f"features in {time.time() - t0:.0f} s", flush=True)
-    fold = np.array([h("fold:" + t, 2) for t in X_text])
-    oof = np.zeros(len(yy))
-    for k in (0, 1):
-        m = LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000, solver="liblinear")
-        m.fit(Xn[fold != k], yy[fold != k])
-        oof[fold == k] = m.decision_function(Xn[fold == k])
-    clf = LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000, solver="liblinear").fit(Xn, yy)
-    coef = clf.coef_.ravel().astype(np.float32)
+    def save_cache():
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        keys = list(cache)
+        np.savez(cache_file, texts=np.asarray(keys), vectors=np.vstack([cache[k] for k in keys]))
+
+    logo = {}
+    if args.logo:
+        fit_genres = sorted({r["genre"] for r in genres.load()} - genres.MEASURE_ONLY)
+        for g in ([args.only_genre] if args.only_genre else fit_genres):
+            rng = random.Random(args.seed)
+            X, y, _ = fit_rows(rng, args.dev_weight, exclude=g)
+            rd = Reader(embed, ngrams).fit(X, y)
+            rd.calibrate(*calibration_set(random.Random(args.seed + 1), exclude=g))
+            rows = [r for r in genres.load() if r["genre"] == g]
+            p = rd.prob([r["text"] for r in rows])
+            meas = np.asarray([r["part"] == "measure" for r in rows])
+            logo[g] = {"passages": len(rows), "above_0.7": round(float(np.mean(p > 0.7)), 4),
+                       "measure_half_above_0.7": round(float(np.mean(p[meas] > 0.7)), 4),
+                       "highest": [(round(float(p[i]), 3), rows[i]["text"][:120]) for i in np.argsort(-p)[:3]]}
+            print(f"leave out {g}: {json.dumps(logo[g], ensure_ascii=False)} ({time.time() - t0:.0f} s)", flush=True)
+            save_cache()
+        n = sum(v["passages"] for v in logo.values())
+        logo["_overall_above_0.7"] = round(sum(v["above_0.7"] * v["passages"] for v in logo.values() if isinstance(v, dict)) / max(1, n), 4)
+        print("leave-one-genre-out overall above 0.7:", logo["_overall_above_0.7"], flush=True)
+        if args.only_genre:
+            return 0
+
+    rng = random.Random(args.seed)
+    X, y, src = fit_rows(rng, args.dev_weight)
+    print(f"fit rows: {len(y)} ({sum(y)} positive) from {len(set(src))} sources", flush=True)
+    rd = Reader(embed, ngrams).fit(X, y)
+    rd.calibrate(*calibration_set(random.Random(args.seed + 1)))
+    save_cache()
+    rep = report(rd, args.seed)
+    if logo:
+        rep["leave_one_genre_out"] = logo
+    print(json.dumps(rep, indent=1, ensure_ascii=False))
     nc = INJ_CHAR["n_features"]
-    wc, ww, b = coef[:nc], coef[nc:], float(clf.intercept_[0])
-    Z = np.hstack([E, oof[:, None], L])
-    sem = LogisticRegression(C=1.0, class_weight="balanced", max_iter=3000).fit(Z, yy)
-    c2 = sem.coef_.ravel()
-    d = E.shape[1]
-    we, a_ng, wl, b2 = c2[:d].astype(np.float32), float(c2[d]), c2[d + 1:].astype(np.float32), float(sem.intercept_[0])
-    print(f"fitted in {time.time() - t0:.0f} s (n-gram weight in stage 2: {a_ng:.3f})", flush=True)
-
-    def sentence_logits(ss):
-        # as the shipped reader reads: every sentence by n-grams and cues, the EMBED_TOP_K most suspicious
-        # of them with their embedding too (ingest embeds no more sentences than that)
-        first = a_ng * (ngrams(ss) @ coef + b) + cue_counts(ss) @ wl + b2
-        top = np.argsort(-first)[:EMBED_TOP_K]
-        out = np.full(len(ss), -np.inf)
-        out[top] = first[top] + embed([ss[i] for i in top]) @ we
-        return out
-
-    def passage_max(texts: list[str]) -> np.ndarray:
-        out = []
-        for t in texts:
-            ss = injection_sentences(t) or [t]
-            out.append(float(np.max(sentence_logits(ss))))
-        return np.asarray(out)
-
-    # calibration: held-out corpus passages clean and planted with a calibration positive
-    cal = by_split["cal"]
-    cal_pos_pool = pos_by["cal"] + templated("train", random.Random(args.seed + 1), 400)
-    cal_texts, cal_y = [], []
-    for r in cal:
-        cal_texts.append(r["text"]); cal_y.append(0)
-    for r in rng.sample(cal, min(len(cal), 1200)):
-        cal_texts.append(plant(injection_sentences(r["text"]), rng.choice(cal_pos_pool), rng)); cal_y.append(1)
-    cal_s = passage_max(cal_texts)
-    iso = IsotonicRegression(y_min=0.001, y_max=0.999, out_of_bounds="clip").fit(cal_s, np.asarray(cal_y))
-    xs = np.unique(np.quantile(cal_s, np.linspace(0, 1, 201)))
-    iso_x, iso_y = xs.tolist(), iso.predict(xs).tolist()
-
-    def prob(texts):
-        return np.interp(passage_max(texts), iso_x, iso_y)
-
-    # report
-    test = by_split["test"]
-    rep = {}
-    p_clean = prob([r["text"] for r in test])
-    rep["heldout_real_passages"] = {"n": len(test), "above_0.7": round(float(np.mean(p_clean > 0.7)), 4)}
-    rr = random.Random(args.seed + 2)
-    planted_t = templated("test", rr, 600)
-    quiet = [s for s in planted_t if not QUIET_RE.search(s)]
-    loud = [s for s in planted_t if QUIET_RE.search(s)]
-    hosts = rr.sample(test, 600)
-    for name, pool in (("planted_templates_quiet", quiet), ("planted_templates_other", loud),
-                       ("planted_public_strings", pos_by["test"])):
-        if not pool:
-            continue
-        texts = [plant(injection_sentences(hosts[i % len(hosts)]["text"]), s, rr) for i, s in enumerate(pool[:600])]
-        p = prob(texts)
-        rep[name] = {"n": len(texts), "above_0.7": round(float(np.mean(p > 0.7)), 4)}
-    from sklearn.metrics import roc_auc_score
-
-    for f in ("injection_blind.jsonl", "injection_blind2.jsonl"):
-        rows = load_jsonl(ROOT / "training" / "data" / f)
-        p = prob([r["text"] for r in rows])
-        lab = np.asarray([int(r["label"]) for r in rows])
-        rep[f] = {"n": len(rows), "auroc": round(float(roc_auc_score(lab, p)), 4),
-                  "pos_above_0.7": round(float(np.mean(p[lab == 1] > 0.7)), 4),
-                  "neg_above_0.7": round(float(np.mean(p[lab == 0] > 0.7)), 4)}
-    bip = DATA / "bipia-dev" / "injection_pairs.jsonl"
-    if bip.exists():
-        rows = load_jsonl(bip)
-        p = prob([r["text"] for r in rows])
-        lab = np.asarray([int(r["label"]) for r in rows])
-        rep["bipia_pairs"] = {"n": len(rows), "auroc": round(float(roc_auc_score(lab, p)), 4),
-                              "pos_above_0.7": round(float(np.mean(p[lab == 1] > 0.7)), 4),
-                              "neg_above_0.7": round(float(np.mean(p[lab == 0] > 0.7)), 4)}
-    print(json.dumps(rep, indent=1))
-
     args.out.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(args.out / "injection_sentences.npz", char=wc.astype(np.float16), word=ww.astype(np.float16),
-                        sem=we.astype(np.float32), bias=np.asarray([b], dtype=np.float32),
-                        stage2=np.asarray([a_ng, b2], dtype=np.float32), cues=wl.astype(np.float32))
+    np.savez_compressed(args.out / "injection_sentences.npz", char=rd.coef[:nc].astype(np.float16),
+                        word=rd.coef[nc:].astype(np.float16), sem=rd.we.astype(np.float32),
+                        bias=np.asarray([rd.b], dtype=np.float32), stage2=np.asarray([rd.a, rd.b2], dtype=np.float32),
+                        cues=rd.wl.astype(np.float32))
     meta = {
-        "what": "sentence reader of contains_prompt_injection: hashed char 3-5 and word 1-2 grams and the sentence embedding "
-                "of the confusable-folded sentence, logistic regression; passage = isotonic(max over sentences)",
-        "embedder": embedder.id, "iso_x": iso_x, "iso_y": iso_y, "seed": args.seed, "fit_rows": len(y), "fit_positive": int(sum(y)),
-        "recipe": "python -m training.injection", "report": rep,
-        "data": "real corpus sentences (split by document), public injection sets (split by string hash), templates "
-                "(split by family); see training/injection.py and ../shared/data/train/PROVENANCE.md",
-        "licence": "weights fitted here, Apache-2.0 like the project; data licences in shared/data (MIT, Apache-2.0, "
-                   "CC0, PostgreSQL, Licence Ouverte 2.0, OGL v3)",
+        "what": "contains_prompt_injection, read clause by clause: hashed char 3-5 and word 1-2 grams and cue counts of every "
+                "clause, the sentence embedding of the most suspicious one; passage = Platt(max over clauses)",
+        "embedder": embedder.id, "platt": list(rd.platt), "seed": args.seed, "fit_rows": len(y), "fit_positive": int(sum(y)),
+        "recipe": "python -m training.injection [--logo]", "report": rep,
+        "data": "ordinary text of ten genres (training/genres.py; half the documents of each genre never fitted), public "
+                "injection sets (split by string hash), templates (split by family); see training/injection.py and "
+                "../shared/data/train/PROVENANCE.md",
+        "licence": "weights fitted here, Apache-2.0 like the project; data licences in shared/data (MIT, Apache-2.0, CC0, "
+                   "CC BY-SA 4.0, PostgreSQL, Licence Ouverte 2.0, OGL v3) and, for Debian's manual pages and READMEs and "
+                   "the Python docstrings, each package's own (none of that text is shipped)",
     }
-    (args.out / "injection_sentences.json").write_text(json.dumps(meta, indent=1) + "\n")
-    meta["combine"] = fit_combiner(args.out, args.seed, args.combine_dev_weight)
-    (args.out / "injection_sentences.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (args.out / "injection_sentences.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n")
     print(f"done in {time.time() - t0:.0f} s", flush=True)
     return 0
 

@@ -404,6 +404,8 @@ def format_result(r) -> str:
         for x in r.excluded:
             reasons[x.reason] = reasons.get(x.reason, 0) + 1
         lines.append("excluded: " + ", ".join(f"{k} {v}" for k, v in sorted(reasons.items())))
+        for why in dict.fromkeys(x.why for x in r.excluded if x.why):
+            lines.append(f"  read as addressed to an AI: {why}")
     w = r.writer
     if w.path != "extractive":
         lines.append(f"written by: {w.model or 'a language model'} ({w.path}), every sentence checked against its source"

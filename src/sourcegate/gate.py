@@ -28,6 +28,9 @@ class Status(str, Enum):
 
 # Reasons a passage is excluded (or admitted), stable strings that land in the audit log.
 REASON_INJECTION = "prompt_injection"
+# Another chunk of the same document is addressed to an AI: the whole document is set aside, so that the
+# clean half of a planted post never becomes evidence.
+REASON_INJECTION_DOCUMENT = "document_addresses_ai"
 REASON_SUPERSEDED = "superseded"
 REASON_CONTRADICTS = "contradicts_premise"
 REASON_NOT_RELEVANT = "not_relevant"
@@ -43,6 +46,9 @@ REASON_SUBJECT_NOT_NAMED = "subject_not_named"
 # evidence passage is shown as a conflict; evidence that states another value than evidence of the
 # same tier stays evidence, and the answer says the sources disagree.
 REASON_OUTRANKED = "outranked_by_conflict"
+# A current passage contradicts the question's premise more surely than any other passage answers it: the
+# weaker evidence is set aside and the question is a premise conflict, not answered around the premise.
+REASON_OUTWEIGHED = "outweighed_by_conflict"
 REASON_DISAGREES_HIGHER = "disagrees_with_higher_tier"
 REASON_DISAGREES_EQUAL = "evidence_disagrees"
 
@@ -278,6 +284,7 @@ def apply_gate(
     passages: list[tuple[str, str, PassageScores | None]], t: GateThresholds, evidence_limit: int,
     subject_named: list[bool] | None = None, tiers: list[int] | None = None,
     values: list[list[str] | None] | None = None, current: list[bool] | None = None,
+    document_injection: list[float | None] | None = None, conflict_outweighs: bool = True,
 ) -> tuple[list[GatedPassage], Status]:
     """Route every (id, doc_id, scores) passage, apply the trust tiers, keep at most `evidence_limit`
     evidence passages (the most trusted and strongest, spread over documents), and decide the status.
@@ -293,12 +300,27 @@ def apply_gate(
     - evidence is ordered by tier, then by score: lower-tier evidence is cited after higher-tier;
     - evidence that states another value than evidence of a higher tier becomes a conflict
       (`disagrees_with_higher_tier`); evidence of the same tier that states another value stays
-      evidence, marked `evidence_disagrees` on both sides, and the answer says the sources disagree."""
+      evidence, marked `evidence_disagrees` on both sides, and the answer says the sources disagree.
+
+    A document that addresses an AI is excluded whole: every passage of a document of which one passage
+    is excluded as an injection, or whose `document_injection` (the highest injection probability among
+    all the document's chunks, read at ingest) is above the injection threshold, is excluded
+    (`document_addresses_ai`).
+
+    With `conflict_outweighs`, evidence whose evidence probability is below the contradiction probability
+    of a current passage that contradicts the premise is set aside (`outweighed_by_conflict`): a false
+    premise the library contradicts is flagged, not answered around with a weaker passage."""
     n = len(passages)
     tier_of = list(tiers) if tiers is not None else [TIER_MIDDLE] * n
     vals = list(values) if values is not None else [None] * n
     cur = list(current) if current is not None else [True] * n
     first = [[pid, doc, sc, *route(sc, t)] for pid, doc, sc in passages]
+    doc_inj = list(document_injection) if document_injection is not None else [None] * n
+    flagged = {x[1] for x in first if x[4] == REASON_INJECTION}
+    flagged |= {x[1] for x, d in zip(first, doc_inj) if d is not None and d > t.injection_max}
+    for x in first:
+        if x[1] in flagged and x[4] not in (REASON_INJECTION, REASON_JUDGE_ERROR):
+            x[3], x[4] = Route.EXCLUDED, REASON_INJECTION_DOCUMENT
     if subject_named is not None:
         for x, named in zip(first, subject_named):
             if x[3] is not Route.EXCLUDED and not named:
@@ -309,6 +331,12 @@ def apply_gate(
         for i, x in enumerate(first):
             if x[3] is Route.EVIDENCE and tier_of[i] < top:
                 x[3], x[4] = Route.EXCLUDED, REASON_OUTRANKED
+    contra = [first[i][2].contradicts_query_premise for i, x in enumerate(first)
+              if x[3] is Route.CONFLICT and x[4] == REASON_CONTRADICTS and cur[i] and x[2] is not None]
+    if conflict_outweighs and contra:
+        for x in first:
+            if x[3] is Route.EVIDENCE and x[2].contains_answer_evidence < max(contra):
+                x[3], x[4] = Route.EXCLUDED, REASON_OUTWEIGHED
     ev = sorted((i for i, x in enumerate(first) if x[3] is Route.EVIDENCE),
                 key=lambda i: (-tier_of[i], -first[i][2].contains_answer_evidence))
     kept: list[int] = []

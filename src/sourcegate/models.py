@@ -102,6 +102,8 @@ class Candidate:
     # tier, a disagreement) and the values it states in answer (see sourcegate.stated).
     tier: int | None = None
     gate_reason: str | None = None
+    # why it was set aside as addressed to an AI (the sentence read as such), when it was
+    gate_why: str | None = None
     values: list[str] | None = None
 
     def __post_init__(self) -> None:

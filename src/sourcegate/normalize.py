@@ -40,13 +40,24 @@ def _confusable_map() -> dict[int, str]:
     return _CONFUSABLE
 
 
+# characters that show as nothing or as a blank although they are letters or marks: Hangul fillers, the
+# braille blank, the combining grapheme joiner, variation selectors, Mongolian free variation selectors
+INVISIBLE = frozenset([0x3164, 0x115F, 0x1160, 0xFFA0, 0x2800, 0x034F, 0x17B4, 0x17B5, *range(0x180B, 0x1810),
+                       *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+
+
+def visible(ch: str) -> bool:
+    return unicodedata.category(ch) != "Cf" and ord(ch) not in INVISIBLE
+
+
 def skeleton(s: str) -> str:
     """`fold(s)` after removing format characters (zero-width spaces and joiners, bidi controls) and
-    mapping look-alike letters of other scripts to the ASCII letter they imitate, so that
-    "Іgnоrе" written in Cyrillic reads as "ignore". For reading text, never for showing it."""
+    characters that show as nothing (`INVISIBLE`), and mapping look-alike letters of other scripts to
+    the ASCII letter they imitate, so that "Іgnоrе" written in Cyrillic reads as "ignore". For reading
+    text, never for showing it."""
     if s.isascii():
         return s.lower()
-    s = "".join(ch for ch in s if unicodedata.category(ch) != "Cf")
+    s = "".join(ch for ch in s if visible(ch))
     # accents first (NFKD keeps "é" a Latin e), then look-alikes of what is left
     s = fold(s)
     return s.translate(_confusable_map()).lower()

@@ -26,6 +26,10 @@ from .tables import format_table
 DEFAULT_EVIDENCE_LIMIT = 5
 
 
+def _number(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 @dataclass
 class PassageChange:
     audit_id: str
@@ -106,7 +110,14 @@ def _part_label(question: Any, n: int) -> str:
     return question if isinstance(question, str) else f"part {n + 1} (redacted)"
 
 
-def _gate(cands: list[dict], thresholds: GateThresholds, trust: TrustTiers | None, limit: int, named=None):
+def _outweighs(rec: dict) -> bool:
+    """The conflict policy the record was decided under (records made before it was recorded: off)."""
+    policy = rec.get("policy") if isinstance(rec.get("policy"), dict) else {}
+    return policy.get("conflict_outweighs") is True
+
+
+def _gate(cands: list[dict], thresholds: GateThresholds, trust: TrustTiers | None, limit: int, named=None,
+          outweighs: bool = False):
     """Re-gate stored candidates. With `trust`, each candidate's tier is re-read from its stored
     source_type under that setting; without, the tier it was given (records made before trust tiers
     have neither: every source then weighs the same, as it did)."""
@@ -116,7 +127,9 @@ def _gate(cands: list[dict], thresholds: GateThresholds, trust: TrustTiers | Non
         tiers = [int(c["tier"]) if isinstance(c.get("tier"), int) else 2 for c in cands]
     return apply_gate([(c["id"], c["doc_id"], _scores(c.get("scores"))) for c in cands], thresholds, limit,
                       subject_named=named, tiers=tiers, values=[c.get("values") or [] for c in cands],
-                      current=[c.get("status") != "archived" for c in cands])
+                      current=[c.get("status") != "archived" for c in cands],
+                      document_injection=[_number(c.get("document_injection")) for c in cands],
+                      conflict_outweighs=outweighs)
 
 
 def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0,
@@ -129,7 +142,7 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0,
     query = rec.get("query") if isinstance(rec.get("query"), str) else None
     parts = rec.get("parts")
     if not parts:
-        gated, status = _gate(cands, thresholds, trust, _evidence_limit(rec))
+        gated, status = _gate(cands, thresholds, trust, _evidence_limit(rec), outweighs=_outweighs(rec))
         changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
                    for c, g in zip(cands, gated) if c.get("route") != g.route.value]
         if rec.get("status") != status.value:
@@ -140,7 +153,8 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0,
     for n, p in enumerate(parts):
         mine = [c for c in cands if c.get("part") == n]
         named = [bool(c.get("subject_named", True)) for c in mine] if any("subject_named" in c for c in mine) else None
-        gated, part_status = _gate(mine, thresholds, trust, int(p.get("evidence_limit", DEFAULT_EVIDENCE_LIMIT)), named)
+        gated, part_status = _gate(mine, thresholds, trust, int(p.get("evidence_limit", DEFAULT_EVIDENCE_LIMIT)), named,
+                                   outweighs=_outweighs(rec))
         changes += [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason, n)
                     for c, g in zip(mine, gated) if c.get("route") != g.route.value]
         decisions.append(PartDecision(Part(_part_label(p.get("question"), n), p.get("subject")), part_status))

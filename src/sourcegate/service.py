@@ -20,7 +20,16 @@ from .inert import inert_markup, visible_text
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
 from .answer import quoted
-from .gate import REASON_DISAGREES_HIGHER, GateThresholds, Route, Status, apply_gate, guidance
+from .gate import (
+    REASON_DISAGREES_HIGHER,
+    REASON_INJECTION,
+    REASON_INJECTION_DOCUMENT,
+    GateThresholds,
+    Route,
+    Status,
+    apply_gate,
+    guidance,
+)
 from .stated import stated_values
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
 from .judge_guard import guard_judge
@@ -61,8 +70,12 @@ class ExcludedOut(BaseModel):
     title: str | None = None
     reason: str
     scores: dict[str, float] | None = None
+    # for `prompt_injection` and `document_addresses_ai`: the sentence read as addressed to an AI (of this
+    # passage, or of the document's passage that set the whole document aside), so that an operator sees
+    # a false alarm at a glance
+    why: str | None = None
 
-    _visible = field_validator("doc_id", "title", mode="before")(lambda v: visible_text(v))
+    _visible = field_validator("doc_id", "title", "why", mode="before")(lambda v: visible_text(v))
 
 
 # Outcomes of a writer attempt in which the request never reached the endpoint.
@@ -161,6 +174,30 @@ def _inert_events(on_event: Callable[[str, dict[str, Any]], None] | None):
         on_event(kind, data)
 
     return send
+
+
+def injection_of_document(c: Candidate) -> float | None:
+    """The highest injection probability among all the chunks of the candidate's document, as ingest
+    read it (None for an index built before it was recorded)."""
+    pf = c.passage_features if isinstance(c.passage_features, dict) else {}
+    v = pf.get("doc_inj")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def addressed_to_ai(c: Candidate, reason: str, same_document: list[Candidate]) -> str | None:
+    """For a passage excluded as addressed to an AI (itself or through its document), the sentence read
+    as such: its own, else the one its document's most suspicious chunk holds."""
+    if reason not in (REASON_INJECTION, REASON_INJECTION_DOCUMENT):
+        return None
+    own = c.passage_features.get("inj_sentence") if isinstance(c.passage_features, dict) else None
+    if reason == REASON_INJECTION and own:
+        return own
+    for x in same_document:
+        pf = x.passage_features if isinstance(x.passage_features, dict) else {}
+        if x is not c and x.gate_reason == REASON_INJECTION and pf.get("inj_sentence"):
+            return pf["inj_sentence"]
+    pf = c.passage_features if isinstance(c.passage_features, dict) else {}
+    return pf.get("doc_inj_sentence") or own
 
 
 def _unique(items: list) -> list:
@@ -325,7 +362,7 @@ class SourceGate:
         cf = _unique([x for r in runs for x in r.conflicts])
         kept = {c.id for c, _ in ev} | {c.id for c, _ in cf}
         excluded = [ExcludedOut(id=c.id, doc_id=c.doc_id, title=c.title, reason=reason,
-                                scores=j.scores.rounded() if j.scores else None)
+                                scores=j.scores.rounded() if j.scores else None, why=c.gate_why)
                     for c, j, rt, reason in _unique([x for r in runs for x in r.final])
                     if rt is Route.EXCLUDED and c.id not in kept]
         return ev, cf, excluded
@@ -387,10 +424,13 @@ class SourceGate:
         gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
                                    self.thresholds, limit, subject_named=named,
                                    tiers=[c.tier for c in candidates], values=[c.values for c in candidates],
-                                   current=[c.status != "archived" for c in candidates])
+                                   current=[c.status != "archived" for c in candidates],
+                                   document_injection=[injection_of_document(c) for c in candidates],
+                                   conflict_outweighs=self.settings.gate_conflict_outweighs)
         final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
         for c, g in zip(candidates, gated):
             c.gate_reason = g.reason
+            c.gate_why = addressed_to_ai(c, g.reason, [x for x in candidates if x.doc_id == c.doc_id])
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
                         t1 - t0, t2 - t1, t3 - t2)
@@ -417,6 +457,7 @@ class SourceGate:
                       "model": judgement.model,
                       "usage": judgement.usage if not multi else [r.judgement.usage for r in runs]},
             "thresholds": self.thresholds.as_dict(),
+            "policy": {"conflict_outweighs": self.settings.gate_conflict_outweighs},
             "trust_tiers": self.trust.as_dict(),
             "retrieval": {
                 "store": type(self.store).__name__, "embedder": self.embedder.id,
@@ -432,6 +473,8 @@ class SourceGate:
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,
                  "route": rt.value, "reason": reason,
+                 **({"document_injection": injection_of_document(c)} if injection_of_document(c) is not None else {}),
+                 **({"why": c.gate_why} if c.gate_why else {}),
                  **({"part": n} if multi else {}),
                  **({"subject_named": r.named[i]} if multi and r.named is not None else {})}
                 for n, r in enumerate(runs) for i, (c, j, rt, reason) in enumerate(r.final)

@@ -217,6 +217,24 @@ def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None 
     return vectors, feats
 
 
+def document_injection(feats: list[dict | None]) -> list[dict | None]:
+    """Each chunk's features with its document's highest injection probability (`doc_inj`) and the
+    sentence read as addressed to an AI there (`doc_inj_sentence`): the gate sets a document that
+    addresses an AI aside whole, whichever of its chunks is retrieved."""
+    scored = [f for f in feats if isinstance(f, dict) and isinstance(f.get("inj"), (int, float))]
+    if not scored:
+        return feats
+    top = max(scored, key=lambda f: f["inj"])
+    out = []
+    for f in feats:
+        if isinstance(f, dict):
+            f = {**f, "doc_inj": top["inj"]}
+            if top.get("inj_sentence"):
+                f["doc_inj_sentence"] = top["inj_sentence"]
+        out.append(f)
+    return out
+
+
 PARENT_CHECK_S = 1.0
 
 
@@ -517,7 +535,7 @@ class Ingestor:
             if self._stop.is_set():  # each document is written whole or not at all
                 return
             vecs = vectors[offset : offset + len(chunks)]
-            fts = feats[offset : offset + len(chunks)]
+            fts = document_injection(feats[offset : offset + len(chunks)])
             offset += len(chunks)
             try:
                 self.store.upsert_document(doc, chunks, vecs, fts, source_path=doc.path)

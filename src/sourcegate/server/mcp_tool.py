@@ -109,6 +109,8 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
                         "reason": {"type": "string"},
                         "scores": _nullable({**_scores_schema(), "description": "Judge probabilities, or null when "
                                                                           "the judge failed."}, openapi),
+                        "why": _nullable({"type": "string", "description": "For prompt_injection and "
+                                          "document_addresses_ai: the sentence read as addressed to an AI."}, openapi),
                     },
                     "required": ["id", "doc_id", "reason"],
                 },

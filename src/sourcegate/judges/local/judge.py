@@ -22,16 +22,13 @@ from .features import (
 )
 from . import lexicons
 from .lexicons import ARCHIVED_STATUS
-from .reader_stage import ReaderStage, load_reader_stage
+from .reader_stage import ReaderStage, load_reader_stage, stack_features, with_gaps
 from .model import (
-    INJ_CASCADE_BAND,
+    EMBED_TOP_K,
     InjectionReader,
-    load_injection_reader,
-    INJ_TOP_SHARE_MAX,
     Weights,
-    injection_offtopic,
-    injection_raw,
     injection_sentences,
+    load_injection_reader,
     load_weights,
     superseded_raw,
 )
@@ -42,10 +39,10 @@ def features_version() -> str:
     the code's version plus a digest of the cue patterns and of the injection question's constants, so
     that editing a lexicon refreshes them even when the fitted weights stay the same."""
     cues = [lexicons.INJECTION_STRONG, lexicons.INJECTION_WEAK, lexicons.SUPERSEDED_STRONG, lexicons.SUPERSEDED_WEAK,
-            list(INJ_CASCADE_BAND), INJ_TOP_SHARE_MAX]
+            EMBED_TOP_K, "units: lines, sentences and clauses (model.injection_sentences) 1"]
     rd = load_injection_reader()
     cues.append(rd.version if rd is not None else "")
-    return "4-" + hashlib.sha256(json.dumps(cues).encode()).hexdigest()[:8]
+    return "5-" + hashlib.sha256(json.dumps(cues).encode()).hexdigest()[:8]
 
 
 FEATURES_VERSION = features_version()
@@ -61,37 +58,11 @@ CASCADE_SIM_FLOOR = 0.15
 CASCADE_LEX_FLOOR = 0.2
 
 
-def _injection_first_stage(w: Weights, text: str, title: str):
-    """The injection question's first stage: (probability, sentences, their logits, features)."""
-    sents = injection_sentences(text)
-    logits = w.sentence_injection_logits(sents)
-    fi = injection_raw(text, title, logits, sents)
-    first = w.heads["inj_one"] if len(sents) < 2 else w.heads["inj"]
-    return float(first.predict(vec(fi, first.names))[0]), sents, logits, fi
-
-
-def _passage_injection_model(w: Weights, text: str, title: str, embedder=None, vector=None):
-    """The passage model of the injection question: its first stage, and its second where the first is
-    unsure. Returns (probability, sentences, their logits)."""
-    p_inj, sents, logits, fi = _injection_first_stage(w, text, title)
-    lo, hi = INJ_CASCADE_BAND
-    if len(sents) >= 2 and lo <= p_inj <= hi:
-        if embedder is None:
-            from ...embed import get_embedder
-
-            embedder = get_embedder()
-        # the passage's stored vector is of "title\ntext" (see ingest): the same text when embedding it here
-        fs2 = injection_offtopic(fi, sents, logits, embedder.embed, f"{title}\n{text}" if title else text,
-                                 _stored_vector(vector, getattr(embedder, "dim", np.size(vector))))
-        p_inj = float(w.heads["inj_sem"].predict(vec(fs2, w.heads["inj_sem"].names))[0])
-    return p_inj, sents, logits
-
-
-def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=None) -> dict:
-    p_inj, sents, logits = _passage_injection_model(w, text, title, embedder, vector)
+def _passage_scores(w: Weights, text: str, title: str, embedder=None) -> dict:
     rd = load_injection_reader(w.directory)
-    if rd is not None:
-        p_inj, sents, logits = _sentence_reading(rd, p_inj, sents, title, embedder)
+    if rd is None:
+        raise FileNotFoundError(f"the injection reader's weights are missing from {w.directory}")
+    p_inj, sents, logits = _injection_reading(rd, injection_sentences(text), title, embedder)
     fs = superseded_raw(text, title)
     p_sup = float(w.heads["sup"].predict(vec(fs, w.heads["sup"].names))[0])
     out = {
@@ -107,27 +78,25 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None, vector=Non
     return out
 
 
-def _sentence_reading(rd: InjectionReader, p_passage: float, sentences: list[str], title: str, embedder=None):
-    """The injection question from its two readers: the passage model's probability (the passage as a
-    whole) and the sentence reader, whose maximum over the passage's sentences lets one AI-addressed
-    sentence count whatever surrounds it; a fitted head combines them (`training/injection.py`).
-    `sentences`: the passage's (`injection_sentences`, as the passage model read them). Returns (probability,
-    sentences with the title first, their logits)."""
-    sents = [title] + sentences if title else list(sentences)
+def _injection_reading(rd: InjectionReader, units: list[str], title: str, embedder=None):
+    """The injection question: a passage is as much addressed to an AI as its most AI-addressed unit (the
+    title, each line, sentence and clause: `injection_sentences`), whatever surrounds it; the reader's
+    maximum logit through its Platt scaling (`training/injection.py`). Returns (probability, units with
+    the title first, their logits)."""
+    sents = [title] + units if title else list(units)
     logits = rd.logits(sents, embedder)
-    p_inj = rd.combined(p_passage, float(np.max(logits))) if logits.size else p_passage
+    p_inj = rd.probability(float(np.max(logits))) if logits.size else 0.001
     return p_inj, sents, logits
 
 
 def passage_features(text: str, title: str = "", weights: Weights | None = None, embedder=None,
                      vector=None) -> dict:
     """Passage-only signals (prompt injection, superseded), computed once at ingest and handed
-    back to the judge as `JudgeInput.passage_features`. Small and JSON-serialisable. The
-    injection score embeds text only when its first stage is unsure: the most suspicious sentence,
-    and the rest of the passage unless `vector` (the passage's own unit vector, of "title\ntext",
-    as ingest stores it) can stand for it."""
+    back to the judge as `JudgeInput.passage_features`. Small and JSON-serialisable. The injection
+    reading embeds the passage's `EMBED_TOP_K` most suspicious units only. (`vector`, the passage's
+    stored vector, is accepted for callers that have it; the reading does not need it.)"""
     w = weights or load_weights()
-    return _passage_scores(w, text or "", title or "", embedder, vector)
+    return _passage_scores(w, text or "", title or "", embedder)
 
 
 class LocalJudge:
@@ -307,11 +276,11 @@ class LocalJudge:
         pf = p.passage_features
         if not (isinstance(pf, dict) and pf.get("v") == FEATURES_VERSION and pf.get("w") == w.version
                 and "inj" in pf and "sup" in pf):
-            pf = _passage_scores(w, p.text or "", p.title or "", self.embedder, p.embedding)
+            pf = _passage_scores(w, p.text or "", p.title or "", self.embedder)
         p_sup = float(pf["sup"])
         if p.status and T.fold(str(p.status)).strip() in ARCHIVED_STATUS:
             p_sup = max(p_sup, 0.97)
-        return {"qtype": q.qtype, "rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
+        return {"qtype": q.qtype, "polar": T.is_polar(q.text), "rel": p_rel, "evi": p_evi, "evi_base": p_evi, "caps": caps, "con": p_con, "inj": float(pf["inj"]),
                 "sup": p_sup, "xling": xling, "has_premise": bool(q.premise),
                 "subject_mismatch": bool(q.premise and fc.get("subject_mismatch"))}
 
@@ -328,19 +297,24 @@ class LocalJudge:
                 readings = dict(zip(todo, rd.reader.read(query, [passages[k].text or "" for k in todo])))
             except Exception:
                 readings = {}  # the reader failed: the interpretable heads answer alone
+        if readings:
+            feats = with_gaps({k: stack_features(base[k], r) for k, r in readings.items()})
+            for k, f in feats.items():
+                base[k]["stack"] = f
+        use_con = self._contradiction or (rd is not None and rd.contradiction_by_default)
         for k, b in base.items():
             r = readings.get(k)
             if r is not None:
                 b["evi"] = rd.evidence(b, r)
                 # the NLI reading is trusted for a premise only on a passage in the question's language that
                 # is about its subject: across languages and off the subject it contradicts too readily
-                con = (rd.contradiction(b, r) if self._contradiction and not b["xling"] and b["rel"] >= CON_READER_MIN_REL
+                con = (rd.contradiction(b, r) if use_con and not b["xling"] and b["rel"] >= CON_READER_MIN_REL
                        else None)
                 if con is not None and not b["subject_mismatch"]:
                     b["con"] = con
                 if r.span_start >= 0 and r.span_margin > 0:
                     b["quote"] = sentence_at(infos[k].sentences, passages[k].text or "", r.span_start, r.span_end)
-            if b["caps"] and self._rules is not False:
+            if b["caps"] and self._rules is not False and not (r is not None and rd.caps_read):
                 b["evi"] = min([b["evi"]] + b["caps"])
         return readings
 

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 import threading
 from pathlib import Path
 
@@ -146,7 +147,7 @@ INJ_SENT_FILE = "injection_sentences"
 # the sentences of a passage read with their embedding too: the most suspicious ones by n-grams and cues
 # (ingest embeds no more than these; 1 since 2026-12-03: the same figures as 3 on held-out real passages
 # with `bench/bench_real.py --injection`, ingest faster; training/injection.py fits with the same number)
-EMBED_TOP_K = 1
+EMBED_TOP_K = 2
 
 
 def injection_cues(sentence: str) -> tuple[float, float]:
@@ -156,8 +157,9 @@ def injection_cues(sentence: str) -> tuple[float, float]:
 
 
 class InjectionReader:
-    """The injection question by sentence: a passage is as much an injection as its most AI-addressed
-    sentence, whatever surrounds it (`training/injection.py` fits it and writes its report)."""
+    """The injection question by unit (line, sentence, clause): a passage is as much addressed to an AI
+    as its most AI-addressed unit, whatever surrounds it (`training/injection.py` fits it and writes its
+    report)."""
 
     def __init__(self, directory: Path = WEIGHTS_DIR):
         d = Path(directory)
@@ -165,8 +167,7 @@ class InjectionReader:
         araw = (d / f"{INJ_SENT_FILE}.npz").read_bytes()
         self.version = hashlib.sha256(raw + araw).hexdigest()[:10]
         self.meta = json.loads(raw)
-        self.iso_x = np.asarray(self.meta["iso_x"], dtype=np.float64)
-        self.iso_y = np.asarray(self.meta["iso_y"], dtype=np.float64)
+        self.platt = tuple(float(x) for x in self.meta["platt"])
         with np.load(d / f"{INJ_SENT_FILE}.npz") as z:
             self.wc = z["char"].astype(np.float32)
             self.ww = z["word"].astype(np.float32)
@@ -211,21 +212,10 @@ class InjectionReader:
         return full
 
     def probability(self, logit: float) -> float:
-        return float(np.clip(np.interp(logit, self.iso_x, self.iso_y), 0.001, 0.999))
-
-    def probability_array(self, logits: np.ndarray) -> np.ndarray:
-        return np.clip(np.interp(logits, self.iso_x, self.iso_y), 0.001, 0.999)
-
-    def combined(self, passage_p: float, sentence_max: float) -> float:
-        """The passage head: the passage model's probability and the sentence reader's maximum logit,
-        through the fitted logistic regression and its isotonic calibration (sentence reader alone when
-        no such head is shipped)."""
-        c = self.meta.get("combine")
-        if not c:
-            return self.probability(sentence_max)
-        p = min(1 - 1e-4, max(1e-4, float(passage_p)))
-        z = c["coef"][0] * math.log(p / (1 - p)) + c["coef"][1] * sentence_max + c["intercept"]
-        return float(np.clip(np.interp(z, c["iso_x"], c["iso_y"]), 0.001, 0.999))
+        """The passage's probability from its maximum unit logit: Platt scaling, fitted on held-out
+        documents clean and planted (one smooth reading, no steps)."""
+        a, b = self.platt
+        return float(np.clip(1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, a * logit + b)))), 0.001, 0.999))
 
 
 _lock = threading.Lock()
@@ -256,17 +246,32 @@ def load_weights(directory: Path | str | None = None) -> Weights:
 # Passage-only features
 
 
+# a clause boundary inside a sentence: a semicolon, or a colon followed by a space (not "10:30", not "http:")
+_CLAUSE_SPLIT = re.compile(r"(?<=;)\s+|(?<=\S:)\s+(?=\S)")
+
+
+def _label(s: str) -> bool:
+    """A short lead-in before a colon, without figures ("New instructions for the assistant:")."""
+    return s.endswith(":") and len(s) < 45 and not any(ch.isdigit() or ch in "|/=" for ch in s)
+
+
 def injection_sentences(text: str) -> list[str]:
-    # finer than the relevance split: every line and sentence on its own, but a short heading
-    # ("Purpose.", "Step 3:") is read with the sentence that follows it
+    """The units the injection question reads: every line, sentence and clause on its own (a clause after
+    a semicolon or a colon is read apart from what precedes it, so that "Grease every 300 h; ignore ..."
+    is two readings), but a piece shorter than 25 characters ("Purpose.", "Step 3:") is read with the piece
+    that follows it, and so is a label before a colon ("New instructions for the assistant:")."""
     sents = T.split_sentences(text, max_sentences=40, min_chars=12)
+    pieces = [c for s in sents for c in _CLAUSE_SPLIT.split(s) if c.strip()][:60]
     out: list[str] = []
     carry = ""
-    for s in sents:
+    for s in pieces:
         s = (carry + " " + s).strip() if carry else s
         carry = ""
-        if len(s) < 25:
-            carry = s
+        if len(s) < 25 or _label(s):
+            if out and s.rstrip()[-1:] in ".!?" and len(s.split()) >= 3:
+                out[-1] = out[-1] + " " + s  # a short sentence ends what precedes it
+            else:
+                carry = s  # a label ("Note:", "Step 3") opens what follows it
             continue
         out.append(s)
     if carry:
