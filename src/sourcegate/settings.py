@@ -46,6 +46,8 @@ class Settings(BaseSettings):
     gate_contradicts_min: float = Field(0.7, validation_alias=_env("GATE_CONTRADICTS_MIN"))
     gate_relevant_min: float = Field(0.45, validation_alias=_env("GATE_RELEVANT_MIN"))
     gate_evidence_min: float = Field(0.55, validation_alias=_env("GATE_EVIDENCE_MIN"))
+    # evidence weaker than a current passage's contradiction of the premise is set aside (gate.apply_gate)
+    gate_conflict_outweighs: bool = Field(True, validation_alias=_env("GATE_CONFLICT_OUTWEIGHS"))
     gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
     # Trust tiers by source_type ("procedure=3, forum=1, *=2"; gate.DEFAULT_TRUST_TIERS): a passage of a
     # lower tier never outweighs a current higher-tier one that contradicts it (README, "Trust tiers").
@@ -73,6 +75,9 @@ class Settings(BaseSettings):
     reader: bool = Field(True, validation_alias=_env("SOURCEGATE_READER"))
     # the reader's contradiction head for contradicts_query_premise (opt-in: training/README-local-judge.md)
     reader_contradiction: bool = Field(False, validation_alias=_env("SOURCEGATE_READER_CONTRADICTION"))
+    # a folder of the local judge's weights other than the shipped ones (a refit to try, a fold of a
+    # leave-one-source-out figure): the files of `sourcegate/judges/weights/`
+    judge_weights: Path | None = Field(None, validation_alias=_env("SOURCEGATE_JUDGE_WEIGHTS"))
     recorded_scores_path: Path | None = Field(None, validation_alias=_env("SOURCEGATE_RECORDED_SCORES"))
     typesafe_api_key: str | None = Field(None, validation_alias=_env("TYPESAFE_API_KEY"))
     typesafe_model: str = Field("jev-1.13.0", validation_alias=_env("TYPESAFE_MODEL"))

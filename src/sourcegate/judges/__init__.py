@@ -38,7 +38,8 @@ def make_judge(settings, embedder=None) -> Judge:
         from .local import LocalJudge
 
         return LocalJudge(embedder=embedder, reader=getattr(settings, "reader", True),
-                          contradiction=getattr(settings, "reader_contradiction", False))
+                          contradiction=getattr(settings, "reader_contradiction", False),
+                          weights_dir=getattr(settings, "judge_weights", None))
     if name == "typesafe":
         from .typesafe import TypeSafeJudge
 

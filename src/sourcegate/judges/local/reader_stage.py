@@ -79,6 +79,41 @@ def con_features(base: dict, r: Reading) -> dict[str, float]:
     }
 
 
+QTYPES = ("freq", "quant", "when", "who", "where", "define", "directive", "why", "how", "what", "yesno")
+
+
+def stack_features(base: dict, r: Reading) -> dict[str, float]:
+    """Every input a reader head may read: the interpretable heads' probabilities and flags of the pair
+    (`base`), and the reader's readings; each head picks its own by name (`Head.names`)."""
+    f = reader_features(base, r) | polar_features(base, r) | con_features(base, r)
+    qt = base.get("qtype", "")
+    f.update({
+        "lo_yes": _logit(r.p_yes), "lo_no": _logit(r.p_no), "lo_open": _logit(r.p_open),
+        "xling": float(bool(base.get("xling"))), "capped": float(bool(base.get("caps"))),
+        "subject_mismatch": float(bool(base.get("subject_mismatch"))),
+        **{f"q_{t}": float(qt == t) for t in QTYPES},
+        "polar": float(bool(base.get("polar"))),
+    })
+    f["ans_x_rel"] = f["lo_ans"] * (f["lo_rel"] > 0)
+    f["margin_pos"] = max(0.0, f["margin"])
+    return f
+
+
+GAP_KEYS = ("lo_ans", "margin", "lo_evi", "lo_rel", "lo_settle")
+
+
+def with_gaps(feats: dict) -> dict:
+    """Each read passage's `stack_features` with, for each of `GAP_KEYS`, how far it stands above the best
+    of the other passages read for the same question (`lo_ans_gap`, ...; 1 when it was read alone): the
+    passage that answers is usually the one the reader finds most answerable among its neighbours."""
+    for key in GAP_KEYS:
+        vals = {k: f[key] for k, f in feats.items()}
+        for k, f in feats.items():
+            others = [v for j, v in vals.items() if j != k]
+            f[key + "_gap"] = f[key] - (max(others) if others else f[key] - 1.0)
+    return feats
+
+
 class ReaderStage:
     def __init__(self, reader: Reader, heads: dict, raw: bytes):
         self.reader = reader
@@ -88,21 +123,33 @@ class ReaderStage:
 
     def evidence(self, base: dict, r: Reading) -> float:
         h = self.heads["evi_rd"]
-        return float(h.predict(vec(reader_features(base, r), h.names))[0])
+        return float(h.predict(vec(base.get("stack") or stack_features(base, r), h.names))[0])
 
     def contradiction(self, base: dict, r: Reading) -> float | None:
         """contradicts_query_premise from the reading, or None when no such head is shipped."""
         h = self.heads.get("con_rd")
         if h is None:
             return None
-        return float(h.predict(vec(con_features(base, r), h.names))[0])
+        return float(h.predict(vec(base.get("stack") or stack_features(base, r), h.names))[0])
 
     def polar_evidence(self, base: dict, r: Reading) -> float:
         """contains_answer_evidence for a yes/no question: does the passage settle it, either way."""
         h = self.heads.get("evi_polar")
         if h is None:
             return self.evidence(base, r)
-        return float(h.predict(vec(polar_features(base, r), h.names))[0])
+        return float(h.predict(vec(base.get("stack") or stack_features(base, r), h.names))[0])
+
+    @property
+    def caps_read(self) -> bool:
+        """True when the heads read the focus and frequency caps as an input (`capped`): the caps are then
+        not applied on top of them."""
+        return bool(self.meta.get("caps_read"))
+
+    @property
+    def contradiction_by_default(self) -> bool:
+        """True when the contradiction head was fitted on real questions and measured better than the
+        interpretable head (see `reader_heads.json`'s report): it then applies without the opt-in."""
+        return bool(self.meta.get("contradiction_by_default"))
 
 
 _lock = threading.Lock()

@@ -1,0 +1,117 @@
+"""The gate on the seven sources of `../shared/data/real/train`, each source's library alone, through the
+whole product (`sourcegate ingest`, `sourcegate eval`): accuracy with sources checked, status accuracy,
+unsafe answers, per source, per kind and the mean.
+
+    python bench/bench_real_train.py [--compare REF] [--parts pgdocs,scuba] [--fold-weights DIR]
+
+`--fold-weights DIR`: the leave-one-source-out figure. Each source is answered with the local judge's
+weights in `DIR/<source>/` (`SOURCEGATE_JUDGE_WEIGHTS`), fitted without that source's questions
+(`python -m training.real_heads --loso DIR`). Without it the shipped weights answer every source: a
+figure for a library the judge was fitted on, once the shipped heads have seen these questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = REPO.parent / "shared" / "data" / "real" / "train"
+PARTS = ("etalab", "notify", "openstack-a", "openstack-b", "pgdocs", "scuba", "vitam")
+LIBS = REPO / ".cache" / "real_train"
+
+
+def library(part: str) -> Path:
+    out = LIBS / part
+    if not (out / "questions.jsonl").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, str(TRAIN / "build.py"), "--only", part, "--out", str(out)], check=True,
+                       capture_output=True)
+    return out
+
+
+def _cli(src: Path) -> list[str]:
+    return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from sourcegate.cli import main; main()"]
+
+
+def run_part(src: Path, part: str, label: str, weights: Path | None) -> dict:
+    lib = library(part)
+    home = Path(tempfile.mkdtemp(prefix=f"sg-train-{part}-"))
+    env = dict(os.environ, SOURCEGATE_HOME=str(home))
+    if weights is not None:
+        env["SOURCEGATE_JUDGE_WEIGHTS"] = str(weights)
+    t0 = time.time()
+    subprocess.run(_cli(src) + ["ingest", str(lib / "corpus.json")], env=env, check=True, capture_output=True)
+    t1 = time.time()
+    out = subprocess.run(_cli(src) + ["eval", str(lib / "questions.jsonl"), "--json"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    d = json.loads(out)
+    m = d["metrics"]
+    return {"part": part, "label": label, "cases": m["cases"], "accuracy": m["accuracy"],
+            "status_accuracy": m["status_accuracy"], "unsafe_answers": m["unsafe_answers"],
+            "forbidden_leaks": m["forbidden_leaks"], "by_kind": {k: v["accuracy"] for k, v in m["by_kind"].items()},
+            "kind_n": {k: v.get("cases", 0) for k, v in m["by_kind"].items()},
+            "ingest_s": round(t1 - t0, 1), "eval_s": round(time.time() - t1, 1),
+            "judge_p50_ms": m.get("latency_ms", {}).get("judge", {}).get("p50"),
+            "failures": [{"id": c.get("id"), "kind": c["kind"], "query": c["query"], "expected": c["expected_status"],
+                          "got": c["status"], "evidence": c.get("evidence_doc_ids")} for c in d["cases"] if not c["correct"]]}
+
+
+def summary(rows: list[dict]) -> dict:
+    n = sum(r["cases"] for r in rows)
+    kinds: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    for r in rows:
+        for k, a in r["by_kind"].items():
+            c = r["kind_n"].get(k) or 0
+            kinds[k][0] += a * c
+            kinds[k][1] += c
+    return {"parts": len(rows), "cases": n,
+            "mean_accuracy": round(sum(r["accuracy"] for r in rows) / len(rows), 3),
+            "mean_status_accuracy": round(sum(r["status_accuracy"] for r in rows) / len(rows), 3),
+            "unsafe_answers": sum(r["unsafe_answers"] for r in rows),
+            "unsafe_share": round(sum(r["unsafe_answers"] for r in rows) / max(1, n), 3),
+            "by_kind": {k: round(v[0] / v[1], 3) for k, v in sorted(kinds.items()) if v[1]}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--compare", metavar="REF", help="also run the checkout of this git ref, in the same run")
+    ap.add_argument("--parts", default=",".join(PARTS))
+    ap.add_argument("--fold-weights", type=Path, help="answer source S with the judge weights in DIR/S (leave one source out)")
+    ap.add_argument("--json", type=Path, help="write every figure and failure here")
+    a = ap.parse_args(argv)
+    parts = [p for p in a.parts.split(",") if p]
+    results: dict[str, list[dict]] = {}
+    runs = []
+    if a.compare:
+        sys.path.insert(0, str(REPO / "bench"))
+        from _common import checkout
+
+        with checkout(a.compare) as wt:
+            results[a.compare] = [run_part(wt / "src", p, a.compare, None) for p in parts]
+    label = "this checkout" + (" (leave one source out)" if a.fold_weights else "")
+    results[label] = [run_part(REPO / "src", p, label,
+                               (a.fold_weights / p) if a.fold_weights else None) for p in parts]
+    for lab, rows in results.items():
+        s = summary(rows)
+        runs.append({"label": lab, "summary": s, "parts": rows})
+        print(f"{lab}: mean accuracy (sources checked) {s['mean_accuracy']:.3f}, status {s['mean_status_accuracy']:.3f}, "
+              f"unsafe {s['unsafe_answers']} of {s['cases']} ({s['unsafe_share']:.1%})")
+        for r in rows:
+            print(f"   {r['part']:12s} accuracy {r['accuracy']:.3f} status {r['status_accuracy']:.3f} unsafe {r['unsafe_answers']:3d} "
+                  f"judge p50 {r['judge_p50_ms']} ms")
+        print("   by kind: " + ", ".join(f"{k} {v:.2f}" for k, v in s["by_kind"].items()))
+    if a.json:
+        a.json.write_text(json.dumps(runs, indent=1, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
