@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from sourcegate.judges.local.text import is_heading
+from sourcegate.text import is_heading
 from sourcegate.retrieve import lexical_overlap, query_terms
 
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])|\n+")

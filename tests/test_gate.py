@@ -68,3 +68,23 @@ def test_apply_gate_fail_closed():
     gated, status = apply_gate([("x", "X", None), ("y", "Y", None)], T, 5)
     assert status is Status.INSUFFICIENT
     assert all(g.reason == "judge_error" for g in gated)
+
+
+def test_a_current_conflict_outweighs_weaker_evidence_from_another_passage():
+    """A contradicting current passage at 0.85 beside an unrelated chunk scored 0.56 as evidence: the
+    question is a premise conflict, not answered around its premise; strong evidence still answers
+    beside the conflict; an archived passage's contradiction outweighs nothing."""
+    from sourcegate.gate import REASON_OUTWEIGHED, Status, apply_gate
+
+    t = GateThresholds()
+    passages = [("manual#3", "MANUAL", S(ev=0.2, con=0.85)), ("dryer#1", "DRYER", S(ev=0.56))]
+    gated, status = apply_gate(passages, t, 5)
+    assert status is Status.CONFLICT
+    assert [(g.route, g.reason) for g in gated] == [(Route.CONFLICT, "contradicts_premise"),
+                                                    (Route.EXCLUDED, REASON_OUTWEIGHED)]
+    gated, status = apply_gate([passages[0], ("manual#4", "MANUAL", S(ev=0.9))], t, 5)
+    assert status is Status.ANSWER
+    gated, status = apply_gate(passages, t, 5, current=[False, True])
+    assert status is Status.ANSWER
+    gated, status = apply_gate(passages, t, 5, conflict_outweighs=False)
+    assert status is Status.ANSWER

@@ -133,7 +133,7 @@ def test_the_reader_embeds_only_the_most_suspicious_units():
 )
 def test_addressing_an_ai_is_a_strong_cue_mentioning_one_is_not(text, addressed):
     from sourcegate.judges.local.lexicons import INJ_STRONG_RE
-    from sourcegate.judges.local.text import fold
+    from sourcegate.text import fold
 
     assert any(r.search(fold(text)) for r in INJ_STRONG_RE) is addressed
 

@@ -180,7 +180,7 @@ def test_nli_reading_tells_entailment_from_contradiction():
     ("Is the valve brass or steel?", False),
 ])
 def test_yes_no_questions_are_recognised(q, polar):
-    from sourcegate.judges.local.text import is_polar
+    from sourcegate.text import is_polar
 
     assert is_polar(q) is polar
 

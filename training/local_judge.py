@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from sourcegate.judges.local import text as T  # noqa: E402
+from sourcegate import text as T  # noqa: E402
 from sourcegate.judges.local.features import (  # noqa: E402
     _premise,
     CON_FEATURES,

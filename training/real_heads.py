@@ -136,7 +136,7 @@ CON_NAMES = ("lo_con", "lo_rel", "lo_nli_con", "lo_nli_ent", "has_premise", "lo_
 
 def load_pairs() -> list[dict]:
     """The collected pairs that the reader read, with their stacking features."""
-    from sourcegate.judges.local import text as T
+    from sourcegate import text as T
     from sourcegate.judges.local.reader import Reading
     from sourcegate.judges.local.reader_stage import stack_features, with_gaps
 

@@ -144,7 +144,7 @@ def polar_question(sent: str, lang: str) -> tuple[str, str] | None:
 
 
 def _sentences(text: str) -> list[str]:
-    from sourcegate.judges.local import text as T
+    from sourcegate import text as T
 
     return T.split_sentences(text, max_sentences=60, min_chars=1)
 

@@ -10,8 +10,8 @@ from typing import Any, Callable, Protocol, runtime_checkable
 from .gate import Status
 from .models import Candidate
 from .normalize import fold
-from .judges.local import text as T
-from .judges.local.text import is_heading
+from . import text as T
+from .text import is_heading
 from .retrieve import lexical_overlap, query_terms
 from .stated import numbers as stated_numbers
 

@@ -49,6 +49,9 @@ REASON_OUTRANKED = "outranked_by_conflict"
 # A current passage contradicts the question's premise more surely than any other passage answers it: the
 # weaker evidence is set aside and the question is a premise conflict, not answered around the premise.
 REASON_OUTWEIGHED = "outweighed_by_conflict"
+# how much surer the contradiction must be than the evidence: strong evidence still answers beside the
+# conflict (the answer then opens with it), weak evidence does not
+CONFLICT_MARGIN = 0.2
 REASON_DISAGREES_HIGHER = "disagrees_with_higher_tier"
 REASON_DISAGREES_EQUAL = "evidence_disagrees"
 
@@ -307,9 +310,10 @@ def apply_gate(
     all the document's chunks, read at ingest) is above the injection threshold, is excluded
     (`document_addresses_ai`).
 
-    With `conflict_outweighs`, evidence whose evidence probability is below the contradiction probability
-    of a current passage that contradicts the premise is set aside (`outweighed_by_conflict`): a false
-    premise the library contradicts is flagged, not answered around with a weaker passage."""
+    With `conflict_outweighs`, evidence whose evidence probability is more than `CONFLICT_MARGIN` below the
+    contradiction probability of a current passage that contradicts the premise is set aside
+    (`outweighed_by_conflict`): a false premise the library contradicts is flagged, not answered around
+    with a weaker passage."""
     n = len(passages)
     tier_of = list(tiers) if tiers is not None else [TIER_MIDDLE] * n
     vals = list(values) if values is not None else [None] * n
@@ -335,7 +339,7 @@ def apply_gate(
               if x[3] is Route.CONFLICT and x[4] == REASON_CONTRADICTS and cur[i] and x[2] is not None]
     if conflict_outweighs and contra:
         for x in first:
-            if x[3] is Route.EVIDENCE and x[2].contains_answer_evidence < max(contra):
+            if x[3] is Route.EVIDENCE and x[2].contains_answer_evidence < max(contra) - CONFLICT_MARGIN:
                 x[3], x[4] = Route.EXCLUDED, REASON_OUTWEIGHED
     ev = sorted((i for i, x in enumerate(first) if x[3] is Route.EVIDENCE),
                 key=lambda i: (-tier_of[i], -first[i][2].contains_answer_evidence))

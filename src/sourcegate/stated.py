@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from .judges.local import text as T
+from . import text as T
 from .normalize import fold
 
 # "25.000 rpm", "1.000.000": a dot between groups of three is a thousands separator in French and

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .judges.local import text as T
+from . import text as T
 
 log = logging.getLogger(__name__)
 

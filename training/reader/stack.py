@@ -177,7 +177,7 @@ def main() -> None:
     from sourcegate.judges.local import LocalJudge
     from sourcegate.judges.local.reader import Reader
     from sourcegate.judges.local.reader_stage import POLAR_NAMES
-    from sourcegate.judges.local.text import is_polar
+    from sourcegate.text import is_polar
 
     rows = stack_rows(a.data, max_questions=a.max_questions)
     for r in rows:

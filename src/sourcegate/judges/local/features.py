@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import text as T
+from ... import text as T
 from .lexicons import ANTONYMS
 
 IDF_BUCKETS = 1 << 16

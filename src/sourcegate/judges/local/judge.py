@@ -10,7 +10,7 @@ import numpy as np
 
 from ...models import PassageScores
 from ..base import JudgeInput, Judgement, PassageJudgement
-from . import text as T
+from ... import text as T
 from .features import (
     _cov,
     _ids_similar,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import text as T
+from ... import text as T
 from .features import Idf
 from .lexicons import INJ_STRONG_RE, INJ_WEAK_RE, SUP_STRONG_RE, SUP_WEAK_RE
 

@@ -1,6 +1,6 @@
-"""Text utilities for the local judge: sentences, tokens, light stemming, numbers with units,
-identifiers, question types. Pure Python, no model, multilingual where it is cheap (EN, FR, DE,
-ES, IT for the common words)."""
+"""Text analysis shared by the judge, the gate, the planner and the answer writer: sentences, tokens,
+light stemming, numbers with units, identifiers, question types and polarity, language. Pure Python, no
+model, multilingual where it is cheap (EN, FR, DE, ES, IT for the common words)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import zlib
 from functools import lru_cache
 
-from ... import normalize
+from . import normalize
 
 # --------------------------------------------------------------------------------------------
 # Sentences
