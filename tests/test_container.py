@@ -175,14 +175,20 @@ def _wait_ready(base: str, name: str, timeout: float = 180) -> None:
     raise AssertionError("the container never became ready:\n" + podman("logs", name, check=False).stderr[-3000:])
 
 
-def _ask_mcp(base: str) -> dict:
+# The public name Copilot Studio calls (a Container Apps app's), sent as the Host header.
+PUBLIC_HOST = "sourcegate.purplesea-1a2b3c.westeurope.azurecontainerapps.io"
+
+
+def _ask_mcp(base: str, host: str | None = None) -> dict:
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
     from test_server_fixtures import run_async
 
+    headers = {"x-api-key": KEY, **({"host": host} if host else {})}
+
     async def main() -> dict:
-        async with httpx2.AsyncClient(headers={"x-api-key": KEY}, timeout=120) as http, \
+        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, \
                 streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()
@@ -214,7 +220,8 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
         assert "14 added" in r.stdout and "0 failed" in r.stdout, r.stdout + r.stderr
 
         podman("run", "-d", "--name", name, "-v", f"{volume}:/data", "-p", f"127.0.0.1:{port}:8000",
-               "-e", f"MCP_API_KEY={KEY}", "-e", "SERVE_SHUTDOWN_TIMEOUT_S=20", image)
+               "-e", f"MCP_API_KEY={KEY}", "-e", f"ALLOWED_HOSTS={PUBLIC_HOST}", "-e", "SERVE_SHUTDOWN_TIMEOUT_S=20",
+               image)
         _wait_ready(base, name)
         assert podman("exec", name, "id", "-u").stdout.strip() == "10001"
         assert httpx.get(base + "/healthz", timeout=5).json()["alive"] is True
@@ -226,6 +233,14 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
         assert rest.json()["status"] == "answer_from_evidence" and not rest.json()["degraded"]
         mcp = _ask_mcp(base)
         assert mcp["status"] == "answer_from_evidence"
+        # As Copilot Studio calls it: the public name in ALLOWED_HOSTS is answered, another is
+        # refused with the setting and the fix in the body and in the container's log.
+        assert _ask_mcp(base, host=PUBLIC_HOST)["status"] == "answer_from_evidence"
+        refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                             headers={"x-api-key": KEY, "host": "other.example.org",
+                                      "accept": "application/json, text/event-stream"}, timeout=30)
+        assert refused.status_code == 421 and "ALLOWED_HOSTS=other.example.org" in refused.json()["error"]
+        assert "ALLOWED_HOSTS=other.example.org" in podman("logs", name).stderr
 
         # A graceful stop: SIGTERM, every worker finishes, the container exits 0.
         podman("stop", "-t", "40", name)

@@ -132,7 +132,9 @@ class Settings(BaseSettings):
         "follow the `guidance` field of the result. Never answer from memory.",
         validation_alias=_env("MCP_TOOL_DESCRIPTION"),
     )
-    mcp_allowed_hosts: str = Field("", validation_alias=_env("MCP_ALLOWED_HOSTS"))
+    # Host names the server answers for besides localhost, on /mcp and /v1 alike (MCP_ALLOWED_HOSTS
+    # is the name it had when only /mcp checked it).
+    mcp_allowed_hosts: str = Field("", validation_alias=_env("ALLOWED_HOSTS", "MCP_ALLOWED_HOSTS", "mcp_allowed_hosts"))
     max_query_chars: int = Field(2000, validation_alias=_env("MAX_QUERY_CHARS"))
     max_body_bytes: int = Field(64_000, validation_alias=_env("MAX_BODY_BYTES"))
     max_passage_chars: int = Field(4000, validation_alias=_env("MAX_PASSAGE_CHARS"))
