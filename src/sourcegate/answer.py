@@ -3,6 +3,7 @@ passages that answer the question, each with its citation, and adds nothing of i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -12,6 +13,7 @@ from .models import Candidate
 from .normalize import fold
 from .judges.local import text as T
 from .judges.local.text import is_heading
+from .location import deep_link, location_label
 from .retrieve import lexical_overlap, query_terms
 from .stated import numbers as stated_numbers
 
@@ -23,6 +25,10 @@ class Citation:
     doc_id: str
     title: str
     url: str | None
+    # Where in the document: its page (PDF), its heading path, and the URL opened there.
+    page: int | None = None
+    section: str | None = None
+    link: str | None = None
 
 
 @dataclass
@@ -301,9 +307,20 @@ def extract_premise(query: str, against: list[str] | None = None) -> str:
     return with_facts[0]
 
 
+def citation(n: int, c: Candidate) -> Citation:
+    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading))
+
+
+def source_line(n: int, title: str, doc_id: str, page: int | None = None, section: str | None = None,
+                link: str | None = None) -> str:
+    """`[1] Title (doc-id), p. 7 https://host/manual.pdf#page=7`: one line of a source list."""
+    where = location_label(page, section)
+    return f"[{n}] {title} ({doc_id})" + (f", {where}" if where else "") + (f" {link}" if link else "")
+
+
 def _sources(cands: list[Candidate]) -> tuple[str, list[Citation]]:
-    cites = [Citation(n, c.id, c.doc_id, c.title, c.url) for n, c in enumerate(cands, start=1)]
-    lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
+    cites = [citation(n, c) for n, c in enumerate(cands, start=1)]
+    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link) for c in cites]
     return "Sources:\n" + "\n".join(lines), cites
 
 
@@ -432,13 +449,13 @@ def assemble_parts(sections: list[tuple[str, WrittenAnswer | None]]) -> WrittenA
         for c in written.citations:
             if c.id not in number:
                 number[c.id] = len(cites) + 1
-                cites.append(Citation(number[c.id], c.id, c.doc_id, c.title, c.url))
+                cites.append(dataclasses.replace(c, n=number[c.id]))
             local[c.n] = number[c.id]
         body = written.text.rsplit(_SOURCES_BLOCK, 1)[0].strip()
         body = re.sub(r"^From the documents:\n", "", body)
         body = re.sub(r"\[(\d+)\]", lambda m: f"[{local.get(int(m.group(1)), int(m.group(1)))}]", body)
         blocks.append(f"{question}\n{body}")
-    lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
+    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link) for c in cites]
     text = "From the documents, part by part:\n\n" + "\n\n".join(blocks)
     if lines:
         text += _SOURCES_BLOCK + "\n".join(lines)

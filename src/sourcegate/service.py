@@ -24,6 +24,7 @@ from .gate import REASON_DISAGREES_HIGHER, GateThresholds, Route, Status, apply_
 from .stated import stated_values
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
 from .judge_guard import guard_judge
+from .location import deep_link
 from .models import Candidate
 from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge, names_subject, plan
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
@@ -50,9 +51,15 @@ class PassageOut(BaseModel):
     source_type: str | None = None
     tier: int | None = None
     reason: str | None = None
+    # Where the passage is: its page (PDF), its heading path (DOCX, Markdown, HTML), and the URL
+    # opened there (`#page=N`, a heading anchor) when the document has a URL.
+    page: int | None = None
+    section: str | None = None
+    link: str | None = None
 
     # What a person or an agent is shown holds no invisible characters (bidi overrides, NUL, ...).
-    _visible = field_validator("doc_id", "title", "text", "version", mode="before")(lambda v: visible_text(v))
+    _visible = field_validator("doc_id", "title", "text", "version", "section", mode="before")(
+        lambda v: visible_text(v))
 
 
 class ExcludedOut(BaseModel):
@@ -315,7 +322,8 @@ class SourceGate:
         cap = self.settings.max_passage_chars
         text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
         return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
-                          scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason)
+                          scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason,
+                          page=c.page, section=c.heading, link=deep_link(c.url, c.page, c.heading))
 
     @staticmethod
     def _passages(runs: list["_PartRun"]):
@@ -427,6 +435,7 @@ class SourceGate:
             },
             "candidates": [
                 {"id": c.id, "doc_id": c.doc_id, "version": c.version, "status": c.status,
+                 "page": c.page, "section": c.heading,
                  "source_type": c.source_type, "tier": c.tier, "values": c.values or [],
                  "content_hash": c.content_hash, "retrieval_score": c.score,
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),

@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from ..answer import conflict_warnings
+from ..answer import conflict_warnings, source_line
 from ..inert import inert_markup
 from ..service import AskResult, QueryError
 from ..settings import Settings
@@ -73,6 +73,12 @@ def _passage_schema(openapi: bool) -> dict[str, Any]:
                                "trusted): a lower-tier source never outweighs a higher-tier one."}, openapi),
             "reason": _nullable({"type": "string", "description": "Why the gate kept it here: evidence, "
                                  "evidence_disagrees, contradicts_premise or disagrees_with_higher_tier."}, openapi),
+            "page": _nullable({"type": "integer", "description": "Page of the passage (PDF); cite it as p. N."},
+                              openapi),
+            "section": _nullable({"type": "string", "description": "Heading path of the passage (`Chapter > "
+                                  "Section`) in DOCX, Markdown and HTML documents."}, openapi),
+            "link": _nullable({"type": "string", "description": "The document's URL opened at the passage "
+                               "(#page=N for a PDF, the heading's anchor): the link to cite."}, openapi),
         },
         "required": ["id", "doc_id", "title", "text", "scores"],
     }
@@ -186,7 +192,8 @@ def result_text(data: dict[str, Any]) -> str:
         lines.append("")
         lines.append("sources:")
         for n, p in enumerate(sources, start=1):
-            lines.append(inert_markup(f"[{n}] {p['title']} ({p['doc_id']})") + (f" {p['url']}" if p.get("url") else ""))
+            lines.append(inert_markup(source_line(n, p["title"], p["doc_id"], p.get("page"), p.get("section")))
+                         + (f" {p.get('link') or p['url']}" if p.get("url") else ""))
     writer = data.get("writer") or {}
     if writer.get("path") in ("local", "cloud"):
         lines.append(f"written by: {writer.get('model') or 'a language model'} ({writer['path']}); "
