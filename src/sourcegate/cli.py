@@ -419,25 +419,35 @@ def format_result(r) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result in the documented JSON shape.")
 @click.option("--writer", type=click.Choice(["extractive", "llm"]), default=None,
               help="Who words the answer (default: SOURCEGATE_WRITER, else extractive). llm uses LLM_WRITER_*.")
+@click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Only documents whose metadata match (repeatable): source_type, version, status, doc_id (a "
+                   "prefix of the id), or any front-matter or sidecar key, e.g. --filter model=HG-3.")
 @click.pass_context
-def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> None:
+def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None, filter_pairs: tuple[str, ...]) -> None:
     """Ask a question; get a cited answer, a premise conflict, or an abstention."""
     settings = _settings(ctx)
     bad = _undecodable(query)
     if bad is not None:
         raise click.ClickException(bad)
+    from .filters import FilterError, parse_pairs
+
+    try:
+        filters = parse_pairs(filter_pairs)
+    except FilterError as e:
+        raise click.BadParameter(str(e), param_hint="--filter") from None
     from .judges import preload
 
     # the judge's reader loads while the service is imported and the question retrieved
     loading = preload(settings)
     try:
-        _ask(ctx, settings, query, as_json, writer)
+        _ask(ctx, settings, query, as_json, writer, filters)
     finally:
         if loading is not None:  # the process never exits with a thread still inside onnxruntime
             loading.join()
 
 
-def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writer: str | None) -> None:
+def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writer: str | None,
+         filters: dict[str, str] | None = None) -> None:
     from .service import QueryError
 
     from .logs import log_ask
@@ -449,7 +459,7 @@ def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writ
     except ValueError as e:  # an llm writer without its endpoint settings
         raise click.ClickException(str(e)) from None
     try:
-        r = gate.ask(query, interface="cli")
+        r = gate.ask(query, interface="cli", filters=filters or None)
         log_ask(r, "cli", settings, None, gate)
     except QueryError as e:
         raise click.UsageError(str(e)) from None

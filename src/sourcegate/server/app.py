@@ -513,20 +513,23 @@ AUDIT_UNWRITABLE = ("no answer is given while the audit log cannot be written (a
 ASK_BODY_HINT = 'send {"query": "your question"}'
 
 
-def parse_question(body: bytes) -> tuple[str, int]:
-    """The query of an /v1/ask body and 0, or the reason it is refused and the status (400 for a
-    body that is not JSON, 422 for JSON that is not a question)."""
+def parse_question(body: bytes) -> tuple[str, int, dict[str, Any] | None]:
+    """The query of an /v1/ask body, 0 and its `filters` (or None), or the reason it is refused,
+    the status (400 for a body that is not JSON, 422 for JSON that is not a question) and None."""
     try:
         payload = json.loads(body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return f"the body is not valid JSON (UTF-8): {ASK_BODY_HINT}", 400
+        return f"the body is not valid JSON (UTF-8): {ASK_BODY_HINT}", 400, None
     except RecursionError:
-        return f"the body is nested too deeply: {ASK_BODY_HINT}", 400
+        return f"the body is nested too deeply: {ASK_BODY_HINT}", 400, None
     except ValueError as e:  # an integer with more digits than Python converts
-        return f"the body holds a number that cannot be read ({str(e)[:80]}): {ASK_BODY_HINT}", 400
+        return f"the body holds a number that cannot be read ({str(e)[:80]}): {ASK_BODY_HINT}", 400, None
     if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-        return f'expected a JSON object with a string query: {ASK_BODY_HINT}', 422
-    return payload["query"], 0
+        return f'expected a JSON object with a string query: {ASK_BODY_HINT}', 422, None
+    filters = payload.get("filters")
+    if filters is not None and not isinstance(filters, dict):
+        return 'filters must be an object of key: value pairs, e.g. {"model": "HG-3"}', 422, None
+    return payload["query"], 0, filters or None
 
 
 def _hash_source(text: str) -> str:
@@ -581,7 +584,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     metrics = Metrics()
     admission = AdmissionControl.from_settings(settings)
 
-    async def ask(query: str, interface: str,
+    async def ask(query: str, interface: str, filters: dict[str, Any] | None = None,
                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
         """One question through admission control, with its metrics and log line. `on_event` is
         called from the worker thread (see `SourceGate.ask`)."""
@@ -603,7 +606,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             async with admission.slot():
                 t0 = time.perf_counter()
                 result = await anyio.to_thread.run_sync(
-                    functools.partial(g.ask, query, interface=interface, on_event=on_event))
+                    functools.partial(g.ask, query, interface=interface, on_event=on_event, filters=filters))
         except Overloaded as e:
             metrics.observe_rejected(interface, "overloaded")
             log_rejected(interface, "overloaded", rid, detail=e.reason, retry_after_s=e.retry_after)
@@ -632,8 +635,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         log_ask(result, interface, settings, rid, g)
         return result
 
-    async def mcp_ask(query: str) -> AskResult:
-        return await ask(query, "mcp")
+    async def mcp_ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
+        return await ask(query, "mcp", filters)
 
     mcp_server = build_mcp_server(settings, mcp_ask)
     mcp_endpoint = _McpEndpoint()
@@ -662,16 +665,16 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             holder.gate.close()
             holder.gate = None
 
-    async def read_question(request: Request) -> tuple[str, str] | Response:
-        """(query, interface) from a request to /v1/ask or /v1/ask/stream, or the error response
-        (400 or 422, counted and logged as rejected: no body makes a 500)."""
+    async def read_question(request: Request) -> tuple[str, str, dict[str, Any] | None] | Response:
+        """(query, interface, filters) from a request to /v1/ask or /v1/ask/stream, or the error
+        response (400 or 422, counted and logged as rejected: no body makes a 500)."""
         interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
-        problem, status = parse_question(await request.body())
+        problem, status, filters = parse_question(await request.body())
         if status:
             metrics.observe_rejected(interface, "bad_body")
             log_rejected(interface, "bad_body", current_request_id.get() or new_request_id())
             return _json_error(status, problem)
-        return problem, interface
+        return problem, interface, filters
 
     def refusal(e: Exception) -> Response:
         """The response to an exception raised before any answer was given; any other than a

@@ -84,10 +84,23 @@ def _passage_schema(openapi: bool) -> dict[str, Any]:
     }
 
 
+FILTERS_DESCRIPTION = (
+    "Optional. Only search documents whose metadata match every key: value given, e.g. "
+    '{"model": "HG-3"} or {"source_type": "manual", "version": "3"}. Keys: source_type, version, '
+    "status, doc_id (a prefix of the document id) and the library's front-matter keys. Leave it out "
+    "unless the user named the model, product, version or kind of document; an unknown key is an error "
+    "that lists the keys."
+)
+
+
 def input_schema() -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": QUERY_DESCRIPTION}},
+        "properties": {
+            "query": {"type": "string", "description": QUERY_DESCRIPTION},
+            "filters": {"type": "object", "description": FILTERS_DESCRIPTION,
+                        "additionalProperties": {"type": "string"}},
+        },
         "required": ["query"],
     }
 
@@ -212,7 +225,7 @@ def to_tool_result(result: AskResult) -> types.CallToolResult:
                                 structured_content=data)
 
 
-AskFn = Callable[[str], Awaitable[AskResult]]
+AskFn = Callable[[str, "dict[str, Any] | None"], Awaitable[AskResult]]
 
 
 def _server_version() -> str:
@@ -236,8 +249,11 @@ def build_mcp_server(settings: Settings, ask: AskFn) -> Server:
         query = (params.arguments or {}).get("query")
         if not isinstance(query, str):
             return error_result("missing argument 'query': pass the user's question as a string")
+        filters = (params.arguments or {}).get("filters")
+        if filters is not None and not isinstance(filters, dict):
+            return error_result('argument \'filters\' must be an object of key: value pairs, e.g. {"model": "HG-3"}')
         try:
-            result = await ask(query)
+            result = await ask(query, filters or None)
         except QueryError as e:
             # A tool error the agent can read and act on, not a protocol fault.
             return error_result(f"query refused: {e}")
@@ -271,16 +287,16 @@ def run_stdio(settings: Settings) -> None:
 
     gate: SourceGate | None = None
 
-    def _ask_sync(query: str) -> AskResult:
+    def _ask_sync(query: str, filters: dict[str, Any] | None = None) -> AskResult:
         nonlocal gate
         if gate is None:
             gate = SourceGate(settings)
-        result = gate.ask(query, interface="mcp")
+        result = gate.ask(query, interface="mcp", filters=filters)
         log_ask(result, "mcp", settings, new_request_id(), gate)
         return result
 
-    async def ask(query: str) -> AskResult:
-        return await anyio.to_thread.run_sync(_ask_sync, query)
+    async def ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
+        return await anyio.to_thread.run_sync(_ask_sync, query, filters)
 
     server = build_mcp_server(settings, ask)
 
