@@ -136,7 +136,7 @@ _QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently|fast|hot
                          r"température|pression|durée|limite)|à quelle (fréquence|vitesse|température))\b", re.I)
 
 
-_LIMIT_Q = re.compile(r"\b(maximum|minimum|maximale?|minimale?|limit|limite)\b", re.I)
+_LIMIT_Q = re.compile(r"\b(maximum|minimum|maximale?|minimale?|limit|limite|interval|intervalle)\b", re.I)
 
 
 def wants_value(query: str) -> bool:
@@ -168,10 +168,10 @@ _META_LABEL = re.compile(r"^\s*(?:[-*\u2022]\s*)?(last (modified|updated|reviewe
 def is_label(s: str, title: str = "") -> bool:
     """A title, heading or label, never quoted as a sentence: `is_heading`, a metadata line, or a
     table's header row (short cells, no value)."""
-    if is_heading(s, title) or _META_LABEL.match(s):
-        return True
     cells = [c.strip() for c in s.split("|")]
-    return len(cells) > 1 and not re.search(r"\d", s) and all(len(c.split()) <= 4 for c in cells)
+    if len(cells) > 1:  # a table row: a label when it is a header row, else it states something
+        return not re.search(r"\d", s) and all(len(c.split()) <= 4 for c in cells)
+    return is_heading(s, title) or bool(_META_LABEL.match(s))
 
 
 _INTERVAL_UNITS = {"h", "min", "s", "d", "wk", "mo", "yr"}
@@ -192,10 +192,16 @@ def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, 
     wants_number = wants_value(query)
     often = T.qtype(query) == "freq"
     scored = []
+    header = None  # the header row of the table being read: a row is matched with its header's words
     for i, s in enumerate(sentences(text)):
+        row = "|" in s
+        if not row:
+            header = None
         if is_label(s, title):
+            if row:
+                header = s
             continue
-        score = lexical_overlap(terms, s)
+        score = lexical_overlap(terms, f"{header}\n{s}" if row and header else s)
         if wants_number and (_has_interval(s) if often else _has_value(s)):
             score += 0.35
         elif wants_number and not often and _has_count(s):
@@ -226,6 +232,8 @@ def best_sentences(query: str, text: str, k: int = 2, title: str = "") -> list[s
     if not ranked:  # nothing but headings: the passage is quoted as it is
         return sentences(text)[:1]
     picked = [ranked[0]] + [r for r in ranked[1:k] if adds_answer(query, ranked[0], r)]
+    if wants_value(query):  # the sentence that holds the asked value first, then the others in order
+        return [ranked[0][2]] + [s for _, _, s in sorted(picked[1:], key=lambda r: r[1])]
     return [s for _, _, s in sorted(picked, key=lambda r: r[1])]
 
 
@@ -233,7 +241,38 @@ def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split("|")]
+
+
+def with_header(text: str, s: str, title: str = "") -> str:
+    """A table row quoted with its header, when the passage holds the header row of its table:
+    `Task: Oil change | Interval: 5,000 operating hours` (cell by cell when they line up, else
+    `Task | Interval: Oil change | ...`). Any other sentence is returned as it is."""
+    if "|" not in s or is_label(s, title):
+        return s
+    lines = sentences(text)
+    try:
+        i = next(n for n, line in enumerate(lines) if _norm(line) == _norm(s))
+    except StopIteration:
+        return s
+    j = i
+    while j > 0 and "|" in lines[j - 1]:
+        j -= 1  # up the rows of its table, to its first: the header row when it labels
+    if j == i or not is_label(lines[j], title):
+        return s
+    head, row = _cells(lines[j]), _cells(s)
+    if len(head) == len(row):
+        return " | ".join(f"{h}: {v}" for h, v in zip(head, row))
+    return f"{lines[j]}: {s}"
+
+
 def quoted(query: str, c: Candidate, k: int) -> list[str]:
+    """The sentences `_quoted` picks, a table row with its table's header (`with_header`)."""
+    return [with_header(c.text, s, c.title) for s in _quoted(query, c, k)]
+
+
+def _quoted(query: str, c: Candidate, k: int) -> list[str]:
     """What the answer quotes from an evidence passage: first the sentence the judge found answering (the
     reader's span, or the sentence that settles a yes/no question) when it found one, whole, then,
     up to `k`, the sentences that add an answer to the question; never a title or heading. For a
