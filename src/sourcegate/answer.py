@@ -267,9 +267,139 @@ def with_header(text: str, s: str, title: str = "") -> str:
     return f"{lines[j]}: {s}"
 
 
+def with_list_item(query: str, text: str, s: str) -> str:
+    """A sentence that introduces a list ("The alarm triggers if the main battery's:", or cut
+    before it) quoted with the list item that answers the question best, joined by " ... "; any
+    other sentence as it is."""
+    if _END_PUNCT.search(s) and not s.rstrip().endswith(":"):
+        return s
+    lines = sentences(text)
+    try:
+        i = next(n for n, line in enumerate(lines) if _norm(line) == _norm(s))
+    except StopIteration:
+        return s
+    items = []
+    for line in lines[i + 1:]:
+        if not _LIST_ITEM.match(line):
+            break
+        items.append(line)
+    if not items:
+        return s
+    terms = query_terms(query)
+    best = max(items, key=lambda it: (lexical_overlap(terms, it) + (0.35 if _has_value(it) and wants_value(query) else 0),
+                                      -items.index(it)))
+    return f"{s.rstrip()} ... {_LIST_ITEM.sub('', best, count=1).strip()}"
+
+
 def quoted(query: str, c: Candidate, k: int) -> list[str]:
-    """The sentences `_quoted` picks, a table row with its table's header (`with_header`)."""
-    return [with_header(c.text, s, c.title) for s in _quoted(query, c, k)]
+    """The sentences `_quoted` picks, a table row with its table's header (`with_header`) and a
+    sentence that introduces a list with the item that answers (`with_list_item`)."""
+    return [with_list_item(query, c.text, with_header(c.text, s, c.title)) for s in _quoted(query, c, k)]
+
+
+# -- yes/no questions -------------------------------------------------------------------------------
+
+# A negation that bears on the word after it ("do not mix", "never run", "must not exceed",
+# "ne pas mélanger", "jamais"): the answer to "Can I mix ...?" is then no.
+_NEGATOR = re.compile(r"\b(not|never|no|cannot|can't|don't|doesn't|mustn't|shouldn't|isn't|aren't|without|"
+                      r"ne|n'|pas|jamais|aucun|aucune|sans)\b", re.I)
+_FORBIDS = re.compile(r"\b(prohibited|forbidden|not (allowed|permitted|required|needed|necessary)|interdit\w*|"
+                      r"must not|may not|shall not|never)\b", re.I)
+# Words that say which of two kinds a thing is: "Is the P-200 a vertical pump?" against "horizontal".
+_OPPOSITES = [("horizontal", "vertical"), ("upper", "lower"), ("inside", "outside"), ("indoor", "outdoor"),
+              ("open", "closed"), ("left", "right"), ("ac", "dc"), ("single", "double"), ("manual", "automatic"),
+              ("mandatory", "optional"), ("internal", "external"), ("before", "after"), ("hot", "cold"),
+              ("horizontale", "verticale"), ("supérieur", "inférieur"), ("ouvert", "fermé"), ("avant", "après")]
+_FRENCH = re.compile(r"\b(est-ce|faut-il|dois-je|doit-on|peut-on|puis-je|le|la|les|des|une|sur|dans|avec|pour|"
+                     r"avant|après|sont|est|il|je)\b", re.I)
+_AUX = {"do", "does", "did", "is", "are", "was", "were", "can", "could", "may", "must", "should", "will", "would",
+        "have", "has", "need", "needs", "it", "there", "faut", "dois", "doit", "peut", "puis", "est"}
+
+
+def _words(s: str) -> list[str]:
+    return re.findall(r"[\w'’-]+", fold(s))
+
+
+def _contrasts(query: str, sentence: str) -> bool:
+    """The sentence says the thing is of another kind than the question asks: an opposite word
+    ("vertical" / "horizontal"), or another compound of the same kind ("water-cooled" / "air-cooled")."""
+    q, s = set(_words(query)), set(_words(sentence))
+    for a, b in _OPPOSITES:
+        for x, y in ((a, b), (b, a)):
+            if x in q and y in s and x not in s:
+                return True
+    for w in q:
+        if "-" in w and not any(ch.isdigit() for ch in w) and w not in s:
+            head, _, tail = w.rpartition("-")
+            if any(o.endswith("-" + tail) and o != w for o in s):
+                return True
+    return False
+
+
+def _overlap(terms: list[str], text: str) -> float:
+    """Share of the terms in the text, a plural or a longer word of the same stem counting."""
+    words = set(_words(text))
+    words |= {part for w in words if "-" in w for part in w.split("-") if part}
+    hit = sum(1 for t in terms if t in words or t + "s" in words or t + "es" in words
+              or (len(t) >= 5 and any(w.startswith(t[: max(4, len(t) - 2)]) for w in words)))
+    return hit / len(terms) if terms else 0.0
+
+
+def _negates_asked(query_terms_: list[str], sentence: str) -> bool:
+    """A negation in the sentence that bears on what the question asks: the first word it governs
+    (after "must", "be", "to" ...) is one of the question's words."""
+    words = _words(sentence)
+    for i, w in enumerate(words):
+        if _NEGATOR.fullmatch(w):
+            after = [x for x in words[i + 1:i + 5] if x not in _AUX and x not in ("be", "to", "a", "the", "pas", "se")]
+            if after and _overlap(query_terms_, after[0]) > 0 or (after and any(_overlap([t], after[0]) for t in query_terms_)):
+                return True
+    return False
+
+
+def polar_verdict(query: str, evidence: list[Candidate], match_text: str | None = None) -> tuple[str, int, str] | None:
+    """For a yes/no question the evidence settles: ("Yes" | "No" | "Oui" | "Non", the citation
+    number of the passage, its settling sentence). None when the question is not a yes/no
+    question, or no sentence of the evidence bears on it clearly enough to say which."""
+    if not evidence or not T.is_polar(query):
+        return None
+    if match_text and match_text != query and match_text.startswith(query):
+        # a question in another language than the library: its words bridged into the library's
+        # language, and its identifiers (the question's own words match nothing there)
+        added = query_terms(match_text[len(query):])
+        own = [t for t in query_terms(query) if t not in _AUX and not any(ch.isdigit() for ch in t)]
+        if len({t[:5] for t in added}) < 0.75 * len(own):
+            return None  # too few of its words bridged to tell what the question asks
+        terms = added + [t for t in query_terms(query) if any(ch.isdigit() for ch in t)]
+    else:
+        terms = query_terms(query)
+    terms = [t for t in dict.fromkeys(terms) if t not in _AUX]
+    if not terms:
+        return None
+    best: tuple[float, int, str, float, bool] | None = None
+    for n, c in enumerate(evidence, start=1):
+        for sent in dict.fromkeys([*(c.quote and [q for q in sentences(c.text) if _norm(c.quote) in _norm(q)
+                                                   or _norm(q) in _norm(c.quote)] or []),
+                                   *(s for s in sentences(c.text) if not is_label(s, c.title))]):
+            for clause in [x.strip() for x in re.split(r";\s+", sent) if x.strip()]:
+                cover = _overlap(terms, clause)
+                no = _negates_asked(terms, clause) or _contrasts(match_text or query, clause)
+                pairs = sum(1 for a, b in zip(terms, terms[1:]) if re.search(
+                    r"\b" + re.escape(a[:5]) + r"\w*\W+" + re.escape(b[:5]), fold(clause)))
+                # A sentence that denies or contrasts bears on the question with fewer of its words.
+                score = cover + 0.1 * pairs + (0.3 if no else 0.0)
+                if best is None or score > best[0]:
+                    best = (score, n, sent, cover, no)
+    if best is None:
+        return None
+    _, n, sentence, cover, no = best
+    # "No" when the settling sentence denies the asked thing or says it is of another kind, about
+    # the question's subject; "Yes" only when it states (nearly) everything the question asks.
+    if not ((no and cover >= 0.5) or (not no and cover >= 0.8)):
+        return None
+    french = len(_FRENCH.findall(query)) >= 2
+    word = ("Non" if no else "Oui") if french else ("No" if no else "Yes")
+    return word, n, sentence
 
 
 def _quoted(query: str, c: Candidate, k: int) -> list[str]:
@@ -424,6 +554,18 @@ class ExtractiveWriter:
             lines = evidence_lines(match_text, evidence, self.k)
             src, cites = _sources(evidence + conflicts)
             head = "\n".join(lead) + "\n\n" if lead else ""
+            # Settled only where nothing disagrees: beside a conflict, or between sources that state
+            # different values, the answer does not say Yes or No.
+            settled = not conflicts and not any(c.gate_reason == _DISAGREES_EQUAL for c in evidence)
+            verdict = polar_verdict(query, evidence, match_text) if settled else None
+            if verdict is not None:
+                # A yes/no question the evidence settles: the answer says which, with the sentence
+                # that settles it, then the other quotes.
+                word, n, sentence = verdict
+                head += f'{word}: "{sentence}" [{n}]\n\n'
+                lines = [x for x in lines if _norm(sentence) not in _norm(x)]
+                if not lines:
+                    return WrittenAnswer(head + src, cites, self.name)
             return WrittenAnswer(head + "From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
         if status is Status.CONFLICT:
             said = [s for c in conflicts for s in best_sentences(query, c.text, 1, c.title)]
