@@ -229,8 +229,12 @@ class GuardMiddleware:
                 if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
                     self.metrics.observe_rejected(interface, "auth")
                     log_rejected(interface, "auth", rid)
-                    msg = ("missing API key: send it in the x-api-key header" if not given
-                           else "wrong API key in the x-api-key header")
+                    if interface == "web":  # a person at the page: the box, not a header
+                        msg = ("this server needs its API key: type it in the API key box and ask again" if not given
+                               else "wrong API key: check the key in the API key box and ask again")
+                    else:
+                        msg = ("missing API key: send it in the x-api-key header" if not given
+                               else "wrong API key in the x-api-key header")
                     await _json_error(401, msg)(scope, receive, send_wrapped)
                     return
             cap = self.settings.max_body_bytes
