@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     gate_evidence_min: float = Field(0.55, validation_alias=_env("GATE_EVIDENCE_MIN"))
     gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
     # Trust tiers by source_type ("procedure=3, forum=1, *=2"; gate.DEFAULT_TRUST_TIERS): a passage of a
-    # lower tier never outweighs a current higher-tier one that contradicts it (README, "Trust tiers").
+    # lower tier never outweighs a current higher-tier one that contradicts it (docs/how-it-works.md, "Trust tiers").
     gate_trust_tiers: str | None = Field(None, validation_alias=_env("GATE_TRUST_TIERS"))
 
     # Retrieval.
