@@ -5,6 +5,9 @@ list, `ask --json`, the MCP result, REST, the audit record and the web page."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -187,3 +190,37 @@ def test_rest_and_cli_json_carry_the_location(gate, home, tmp_path):
     out = json.loads(r.output)
     assert out["evidence"][0]["section"] == "Valve maintenance guide > Gland packing of V-40"
     assert out["evidence"][0]["link"] == "https://docs.example.org/guides/valves#gland-packing-of-v-40"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_the_web_page_shows_the_place_and_links_there():
+    """The page's own `place()` and `renderSources()` run in node over a stub DOM: the source's
+    link is the deep link, and its line says the page or the section."""
+    page = (Path(__file__).resolve().parents[1] / "src" / "sourcegate" / "server" / "static" / "index.html").read_text()
+    funcs = "".join(re.search(r"\n(?://[^\n]*\n)*function " + name + r"\(.*?\n\}\n", page, re.S).group(0)
+                    for name in ("el", "safeUrl", "place", "passageText", "citedPassages", "renderSources"))
+    script = """
+const made = [];
+function fake(tag) { const e = {tag, children: [], textContent: "", append(...c) { this.children.push(...c); },
+  addEventListener() {}, set href(v) { this._href = v; }, get href() { return this._href; }}; made.push(e); return e; }
+const document = {createElement: fake};
+const location = {href: "http://127.0.0.1:8000/"};
+const els = {citations: fake("ol")};
+const $ = id => els[id];
+""" + funcs + """
+const r = {status: "answer_from_evidence", answer: "x [1] [2]", conflicts: [], evidence: [
+  {id: "a#1", doc_id: "pump.pdf", title: "Pump manual", url: "https://d.example/pump.pdf", page: 3,
+   section: null, link: "https://d.example/pump.pdf#page=3", text: "t"},
+  {id: "b#1", doc_id: "v.md", title: "Valves", url: "https://d.example/v", page: null,
+   section: "Valves > Gland packing", link: "https://d.example/v#gland-packing", text: "t"}]};
+renderSources(r);
+const items = els.citations.children;
+console.log(JSON.stringify(items.map(li => ({href: li.children[0].href,
+  about: li.children[1].textContent}))));
+"""
+    out = subprocess.run(["node", "-e", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got[0]["href"] == "https://d.example/pump.pdf#page=3" and got[0]["about"].startswith(" — p. 3 · ")
+    assert got[1]["href"] == "https://d.example/v#gland-packing"
+    assert got[1]["about"].startswith(" — § Valves > Gland packing · ")
