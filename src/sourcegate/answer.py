@@ -303,8 +303,6 @@ def quoted(query: str, c: Candidate, k: int) -> list[str]:
 # "ne pas mélanger", "jamais"): the answer to "Can I mix ...?" is then no.
 _NEGATOR = re.compile(r"\b(not|never|no|cannot|can't|don't|doesn't|mustn't|shouldn't|isn't|aren't|without|"
                       r"ne|n'|pas|jamais|aucun|aucune|sans)\b", re.I)
-_FORBIDS = re.compile(r"\b(prohibited|forbidden|not (allowed|permitted|required|needed|necessary)|interdit\w*|"
-                      r"must not|may not|shall not|never)\b", re.I)
 # Words that say which of two kinds a thing is: "Is the P-200 a vertical pump?" against "horizontal".
 _OPPOSITES = [("horizontal", "vertical"), ("upper", "lower"), ("inside", "outside"), ("indoor", "outdoor"),
               ("open", "closed"), ("left", "right"), ("ac", "dc"), ("single", "double"), ("manual", "automatic"),
@@ -352,7 +350,7 @@ def _negates_asked(query_terms_: list[str], sentence: str) -> bool:
     for i, w in enumerate(words):
         if _NEGATOR.fullmatch(w):
             after = [x for x in words[i + 1:i + 5] if x not in _AUX and x not in ("be", "to", "a", "the", "pas", "se")]
-            if after and _overlap(query_terms_, after[0]) > 0 or (after and any(_overlap([t], after[0]) for t in query_terms_)):
+            if after and _overlap(query_terms_, after[0]) > 0:
                 return True
     return False
 
