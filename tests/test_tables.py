@@ -1,5 +1,6 @@
 """Tables in DOCX and PDF read row by row like Markdown's (`Task | Interval`, then `Oil change |
-5,000 operating hours`), where they stand in the document, and a row quoted with its header."""
+5,000 operating hours`), where they stand in the document, and a row quoted word for word with its
+header after it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sourcegate.answer import is_label, quoted, with_header
+from sourcegate.answer import is_label, quote_text, quoted, table_header
 from sourcegate.cli import cli
 from sourcegate.ingest import parsers
 from sourcegate.ingest.chunker import chunk_document
@@ -94,10 +95,13 @@ def test_pages_without_lines_never_reach_the_table_extractor(tmp_path, monkeypat
 def test_a_row_is_quoted_with_its_header():
     text = "Maintenance schedule\n\nTask | Interval\n\nOil change | 5,000 operating hours\n\nBelt check | 500 hours"
     assert is_label("Task | Interval") and not is_label("Oil change | 5,000 operating hours")
-    assert with_header(text, "Belt check | 500 hours") == "Task: Belt check | Interval: 500 hours"
-    assert with_header(text, "Maintenance schedule") == "Maintenance schedule"
+    assert table_header(text, "Belt check | 500 hours") == "Task | Interval"
+    assert table_header(text, "Maintenance schedule") is None
     c = Candidate(id="m#0", doc_id="m", title="Manual", text=text)
-    assert quoted("What is the oil change interval?", c, 1) == ["Task: Oil change | Interval: 5,000 operating hours"]
+    assert quoted("What is the oil change interval?", c, 1) == ["Oil change | 5,000 operating hours"]
+    # the row word for word between quotation marks, its header after them
+    assert quote_text(c, "Oil change | 5,000 operating hours") == '"Oil change | 5,000 operating hours" (Task | Interval)'
+    assert quote_text(c, "Maintenance schedule") == '"Maintenance schedule"'
 
 
 class RowJudge:
@@ -113,9 +117,9 @@ class RowJudge:
 
 
 @pytest.mark.parametrize("question, quote, where", [
-    ("What is the oil change interval of the AC-300?", "Task: Oil change | Interval: 5,000 operating hours",
+    ("What is the oil change interval of the AC-300?", "Oil change | 5,000 operating hours",
      "§ Compressor AC-300 service manual > Maintenance schedule"),
-    ("What is the coolant change interval of the G-5 generator?", "Task: Coolant change | Interval: 3,000 operating hours",
+    ("What is the coolant change interval of the G-5 generator?", "Coolant change | 3,000 operating hours",
      "p. 1"),
 ])
 def test_a_table_row_answers_a_question_about_its_value(tmp_path, question, quote, where):
@@ -133,5 +137,5 @@ def test_a_table_row_answers_a_question_about_its_value(tmp_path, question, quot
         gate.close()
     assert result.status == "answer_from_evidence"
     first = next(line for line in result.answer.splitlines() if line.startswith("- "))
-    assert first == f'- "{quote}" [1]'
+    assert first == f'- "{quote}" (Task | Interval) [1]'
     assert where in result.answer

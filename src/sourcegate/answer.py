@@ -245,34 +245,37 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.split("|")]
 
 
-def with_header(text: str, s: str, title: str = "") -> str:
-    """A table row quoted with its header, when the passage holds the header row of its table:
-    `Task: Oil change | Interval: 5,000 operating hours` (cell by cell when they line up, else
-    `Task | Interval: Oil change | ...`). Any other sentence is returned as it is."""
+def table_header(text: str, s: str, title: str = "") -> str | None:
+    """The header row of the table a quoted row belongs to (`Task | Interval` for `Oil change |
+    5,000 operating hours`), when the passage holds it; None for any other sentence."""
     if "|" not in s or is_label(s, title):
-        return s
+        return None
     lines = sentences(text)
     try:
         i = next(n for n, line in enumerate(lines) if _norm(line) == _norm(s))
     except StopIteration:
-        return s
+        return None
     j = i
     while j > 0 and "|" in lines[j - 1]:
         j -= 1  # up the rows of its table, to its first: the header row when it labels
     if j == i or not is_label(lines[j], title):
-        return s
-    head, row = _cells(lines[j]), _cells(s)
-    if len(head) == len(row):
-        return " | ".join(f"{h}: {v}" for h, v in zip(head, row))
-    return f"{lines[j]}: {s}"
+        return None
+    return lines[j]
+
+
+def quote_text(c: Candidate, s: str) -> str:
+    """A quote as an answer shows it: the sentence between quotation marks, word for word, and a
+    table row's header after it (`"Oil change | 5,000 operating hours" (Task | Interval)`)."""
+    header = table_header(c.text, s, c.title)
+    return f'"{s}"' + (f" ({header})" if header else "")
 
 
 def with_list_item(query: str, text: str, s: str) -> str:
     """A sentence that introduces a list ("The alarm triggers if the main battery's:", or cut
     before it) quoted with the list item that answers the question best, joined by " ... "; any
     other sentence as it is."""
-    if _END_PUNCT.search(s) and not s.rstrip().endswith(":"):
-        return s
+    if _END_PUNCT.search(s) and not s.rstrip().endswith(":") or _LIST_ITEM.match(s) or "|" in s:
+        return s  # a whole sentence, a list item or a table row introduces nothing
     lines = sentences(text)
     try:
         i = next(n for n, line in enumerate(lines) if _norm(line) == _norm(s))
@@ -292,9 +295,9 @@ def with_list_item(query: str, text: str, s: str) -> str:
 
 
 def quoted(query: str, c: Candidate, k: int) -> list[str]:
-    """The sentences `_quoted` picks, a table row with its table's header (`with_header`) and a
-    sentence that introduces a list with the item that answers (`with_list_item`)."""
-    return [with_list_item(query, c.text, with_header(c.text, s, c.title)) for s in _quoted(query, c, k)]
+    """The sentences `_quoted` picks, a sentence that introduces a list with the item that answers
+    (`with_list_item`)."""
+    return [with_list_item(query, c.text, s) for s in _quoted(query, c, k)]
 
 
 # -- yes/no questions -------------------------------------------------------------------------------
@@ -516,7 +519,7 @@ def conflict_lead(query: str, conflicts: list[Candidate], first_n: int, match_te
     if lower_cf:
         lines.append("Warning: a less trusted source states another value than the answer below; it is not used:")
         for n, c in lower_cf:
-            lines += [f'- "{s}" [{n}] ({_kind(c)})' for s in quoted(match_text or query, c, 1)]
+            lines += [f'- {quote_text(c, s)} [{n}] ({_kind(c)})' for s in quoted(match_text or query, c, 1)]
     return lines
 
 
@@ -533,7 +536,7 @@ def evidence_lines(match_text: str, evidence: list[Candidate], k: int) -> list[s
         mark = ""
         if c.tier is not None and c.tier < top:
             mark = f" ({_kind(c)}: less trusted than [1])"
-        lines += [f'- "{s}" [{n}]{mark}' for s in quoted(match_text, c, k)]
+        lines += [f'- {quote_text(c, s)} [{n}]{mark}' for s in quoted(match_text, c, k)]
     return lines
 
 
@@ -560,8 +563,8 @@ class ExtractiveWriter:
                 # A yes/no question the evidence settles: the answer says which, with the sentence
                 # that settles it, then the other quotes.
                 word, n, sentence = verdict
-                head += f'{word}: "{sentence}" [{n}]\n\n'
-                lines = [x for x in lines if _norm(sentence) not in _norm(x)]
+                head += f'{word}: {quote_text(evidence[n - 1], sentence)} [{n}]\n\n'
+                lines = [x for x in lines if _norm(f'"{sentence}"') not in _norm(x)]
                 if not lines:
                     return WrittenAnswer(head + src, cites, self.name)
             return WrittenAnswer(head + "From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
