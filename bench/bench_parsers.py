@@ -111,7 +111,24 @@ def adversarial(fmt: str, size: int) -> bytes | None:
         buf = io.BytesIO()
         docx.Document().save(buf)
         return _with_body(buf.getvalue(), "<w:p>" + _repeat("<w:r><w:t>x </w:t></w:r>", size) + "</w:p>")
-    return None  # pdf: no adversarial variant here (the fuzz bench covers broken PDFs)
+    if fmt == "pdf":  # every page one ruled table of 30 rows (each page goes to the table extractor)
+        from reportlab.pdfgen import canvas
+
+        buf = io.BytesIO()
+        c = canvas.Canvas(buf)
+        text = _repeat("Replace the seal | every 250 runs | 0.5 g ", size)
+        for start in range(0, len(text), 3000):
+            cells = [text[i:i + 33] for i in range(start, min(start + 3000, len(text)), 33)]
+            rows = [cells[i:i + 3] for i in range(0, len(cells), 3)]
+            for r, row in enumerate(rows):
+                y = 800 - 25 * r
+                for col, cell in enumerate(row):
+                    c.rect(30 + 180 * col, y - 7, 180, 25)
+                    c.drawString(34 + 180 * col, y, cell)
+            c.showPage()
+        c.save()
+        return buf.getvalue()
+    return None
 
 
 def timed_parse(path: Path, repeats: int) -> tuple[float, str]:

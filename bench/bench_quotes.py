@@ -61,11 +61,16 @@ def norm(s: str) -> str:
 
 
 def first_quote(answer: str) -> tuple[str, int] | None:
-    """The answer's first quote: after "From the documents:" when the answer opens with a warning
-    about a conflict (the warning quotes the conflict, not the answer)."""
+    """The answer's first quote: the settling sentence of a yes/no answer (`Yes: "..." [n]`), else
+    the first after "From the documents:" when the answer opens with a warning about a conflict
+    (the warning quotes the conflict, not the answer)."""
+    for line in answer.splitlines():
+        m = re.match(r'^(?:Yes|No|Oui|Non): "(.*)"(?: \(.*\))? \[(\d+)\]', line)
+        if m:
+            return m.group(1), int(m.group(2))
     body = answer.split("From the documents:", 1)[1] if "From the documents:" in answer else answer
     for line in body.splitlines():
-        m = re.match(r'^- "(.*)" \[(\d+)\]', line)
+        m = re.match(r'^- "(.*)"(?: \(.*\))? \[(\d+)\]', line)  # (a table row's header) after it
         if m:
             return m.group(1), int(m.group(2))
     return None
@@ -74,7 +79,8 @@ def first_quote(answer: str) -> tuple[str, int] | None:
 def cited_doc(answer: str, n: int) -> str | None:
     block = answer.split("\n\nSources:\n")[-1] if "\n\nSources:\n" in answer else ""
     for line in block.splitlines():
-        m = re.match(r"^\[(\d+)\] .* \(`?([^()`]*)`?\)(?: \S+)?$", line)
+        # "[1] Title (doc-id), p. 3 URL" or "..., § Section > Sub URL": the place after the id
+        m = re.match(r"^\[(\d+)\] .*? \(`?([^()`]*)`?\)(?:, (?:p\. \d+|§ [^`]*?)(?:, § [^`]*?)?)?(?: \S+)?$", line)
         if m and int(m.group(1)) == n:
             return m.group(2)
     return None
@@ -165,8 +171,10 @@ def ask_all(home: Path, corpus: Path, questions: list[tuple[str, str | None]]) -
                 if fq is None:
                     row.update(good=False, reason="no quote")
                 else:
-                    good, why = judge_quote(question, bridge_terms, fq[0], c.text, c.title, expected)
-                    row.update(good=good, reason=why, quote=fq[0], doc_id=c.doc_id)
+                    # the passage the quote cites (a yes/no answer's settling sentence may be in [2])
+                    cited = evidence[fq[1] - 1] if 1 <= fq[1] <= len(evidence) else c
+                    good, why = judge_quote(question, bridge_terms, fq[0], cited.text, cited.title, expected)
+                    row.update(good=good, reason=why, quote=fq[0], doc_id=cited.doc_id)
                 old = (before.quoted(match_text, c, 2) or [""])[0]
                 good, why = judge_quote(question, bridge_terms, old, c.text, c.title, expected)
                 row.update(before_good=good, before_reason=why, before_quote=old)

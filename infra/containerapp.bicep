@@ -211,7 +211,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
               secretRef: 'store-url'
             }
             {
-              name: 'MCP_ALLOWED_HOSTS'
+              name: 'ALLOWED_HOSTS'
               value: fqdn
             }
             {
@@ -292,5 +292,5 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
 @description('The MCP server URL for Copilot Studio.')
 output mcpUrl string = 'https://${app.properties.configuration.ingress.fqdn}/mcp'
 
-@description('The host name the connector (sourcegate connector --host) and MCP_ALLOWED_HOSTS use.')
+@description('The host name the connector (sourcegate connector --host) and ALLOWED_HOSTS use.')
 output hostName string = app.properties.configuration.ingress.fqdn

@@ -20,12 +20,15 @@ import datetime
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -44,6 +47,85 @@ BASE_PYTHON = "3.11.2"
 PLATFORMS = [f"manylinux_2_{v}_x86_64" for v in (36, 35, 34, 31, 28, 27, 17)] + ["manylinux2014_x86_64", "linux_x86_64"]
 
 pytestmark = pytest.mark.slow
+
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+DOC_BEGIN = "<!-- begin: the container test's commands (tests/test_container.py COMMANDS) -->"
+DOC_END = "<!-- end: the container test's commands -->"
+
+# Every command the test runs, as a function of its values; docs/deploy.md shows the same list with
+# the values as shell variables (`rendered_commands()`), and a test checks that they agree.
+COMMANDS: dict[str, Callable[[dict[str, str]], list[str]]] = {
+    "debootstrap": lambda v: ["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm",
+                              v["ROOTFS"], "http://deb.debian.org/debian"],
+    "tar": lambda v: ["tar", "-C", v["ROOTFS"], "-cf", v["TAR"], "."],
+    "import": lambda v: ["podman", "import", v["TAR"], v["BASE"]],
+    "wheels": lambda v: ["pip", "download", "-q", "--dest", v["WHEELS"], "--only-binary=:all:", "--python-version",
+                         BASE_PYTHON, "--implementation", "cp", "--abi", "cp311",
+                         *[a for p in PLATFORMS for a in ("--platform", p)], ".[postgres]", "setuptools>=69",
+                         "wheel"],
+    "build": lambda v: ["podman", "build", "--isolation=chroot", "--format", "docker", "--build-arg",
+                        f"BASE={v['BASE']}", "--build-arg", "OFFLINE=1", "-t", v["IMAGE"], "-f", "Containerfile",
+                        v["CONTEXT"]],
+    "volume": lambda v: ["podman", "volume", "create", v["VOLUME"]],
+    "ingest": lambda v: ["podman", "run", "--rm", "--network", "none", "-v", f"{v['VOLUME']}:/data",
+                         "-v", f"{v['CORPUS']}:/corpus:ro", v["IMAGE"], "ingest", "/corpus"],
+    "serve": lambda v: ["podman", "run", "-d", "--name", v["NAME"], "-v", f"{v['VOLUME']}:/data",
+                        "-p", f"127.0.0.1:{v['PORT']}:8000", "-e", "MCP_API_KEY", "-e", f"ALLOWED_HOSTS={v['HOST']}",
+                        "-e", "SERVE_SHUTDOWN_TIMEOUT_S=20", v["IMAGE"]],
+    "healthcheck": lambda v: ["podman", "healthcheck", "run", v["NAME"]],
+    "user": lambda v: ["podman", "exec", v["NAME"], "id", "-u"],
+    "stop": lambda v: ["podman", "stop", "-t", "40", v["NAME"]],
+    "start": lambda v: ["podman", "start", v["NAME"]],
+    "verify": lambda v: ["podman", "run", "--rm", "--network", "none", "-v", f"{v['VOLUME']}:/data",
+                         v["IMAGE"], "audit", "verify", "--json"],
+}
+# What docs/deploy.md names each value.
+PLACEHOLDERS = {k: f"${k}" for k in ("ROOTFS", "TAR", "BASE", "WHEELS", "IMAGE", "CONTEXT", "VOLUME", "NAME", "PORT",
+                                     "CORPUS", "HOST")}
+
+
+def _shell_word(word: str) -> str:
+    return word if re.fullmatch(r"[\w@%+=:,./${}\[\]*-]+", word) else shlex.quote(word)
+
+
+def rendered_commands() -> list[str]:
+    """The commands as docs/deploy.md shows them, one a line."""
+    return [" ".join(_shell_word(w) for w in make(PLACEHOLDERS)) for make in COMMANDS.values()]
+
+
+def documented_commands(text: str) -> list[str]:
+    """The commands of docs/deploy.md's block between DOC_BEGIN and DOC_END (continuation lines
+    joined, comments and blank lines left out)."""
+    block = text.split(DOC_BEGIN, 1)[1].split(DOC_END, 1)[0]
+    block = block.split("```bash", 1)[1].rsplit("```", 1)[0]
+    out, cur = [], ""
+    for line in block.splitlines():
+        line = line.split(" # ", 1)[0].rstrip() if not line.lstrip().startswith("#") else ""
+        if line.endswith("\\"):
+            cur += line[:-1].strip() + " "
+            continue
+        cur += line.strip()
+        if cur:
+            out.append(cur)
+        cur = ""
+    return out
+
+
+def run_command(name: str, values: dict[str, str], check: bool = True, timeout: float = 600,
+                **kw) -> subprocess.CompletedProcess:
+    """One of COMMANDS, with podman told to use runc (the machines the tests run on need it)."""
+    args = COMMANDS[name](values)
+    if args[0] == "podman":
+        args = ["podman", "--runtime", "runc", *args[1:]]
+    if args[0] == "pip":
+        args = [sys.executable, "-m", "pip", *args[1:]]
+    env = _env()
+    env.setdefault("MCP_API_KEY", KEY)
+    r = subprocess.run(args, capture_output=True, text=True, env=env, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{name}: {' '.join(args[:4])} ... exited {r.returncode}:\n{r.stdout[-3000:]}\n"
+                             f"{r.stderr[-3000:]}")
+    return r
 
 
 def _env() -> dict[str, str]:
@@ -82,8 +164,7 @@ def _base_image() -> str:
         if os.geteuid() != 0:
             pytest.skip("debootstrap needs root to make the base image")
         with tempfile.TemporaryDirectory(prefix="sg-rootfs-", dir=CACHE) as root:
-            r = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,python3-venv", "bookworm", root,
-                                "http://deb.debian.org/debian"], capture_output=True, text=True, timeout=900)
+            r = run_command("debootstrap", {"ROOTFS": root}, check=False, timeout=900)
             if r.returncode != 0:
                 pytest.skip(f"debootstrap could not make the base (is the Debian mirror reachable?): "
                             f"{(r.stdout + r.stderr).strip().splitlines()[-1:]}")
@@ -92,9 +173,9 @@ def _base_image() -> str:
                     if f.is_file():
                         f.unlink()
             part = tar.with_suffix(".part")
-            subprocess.run(["tar", "-C", root, "-cf", str(part), "."], check=True, timeout=600)
+            run_command("tar", {"ROOTFS": root, "TAR": str(part)})
             part.rename(tar)
-    podman("import", str(tar), BASE_TAG)
+    run_command("import", {"TAR": str(tar), "BASE": BASE_TAG})
     r = podman("run", "--rm", "--network", "none", BASE_TAG, "python3", "-c", "import venv, sys; print(sys.version)",
                check=False)
     if r.returncode != 0:
@@ -110,10 +191,7 @@ def _wheelhouse() -> Path:
     if (out / ".complete").exists():
         return out
     tmp = Path(tempfile.mkdtemp(prefix="wheels-", dir=CACHE))
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--dest", str(tmp), "--only-binary=:all:",
-           "--python-version", BASE_PYTHON, "--implementation", "cp", "--abi", "cp311",
-           *[a for p in PLATFORMS for a in ("--platform", p)], f"{ROOT}[postgres]", "setuptools>=69", "wheel"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    r = run_command("wheels", {"WHEELS": str(tmp)}, check=False, timeout=900, cwd=ROOT)
     if r.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         pytest.skip(f"the dependencies' wheels could not be downloaded (is the package index reachable?): "
@@ -137,8 +215,7 @@ def _build(base: str, wheels: Path, context: Path) -> None:
         os.link(f, context / "wheels" / f.name)
     (context / ".containerignore").write_text((ROOT / ".containerignore").read_text() + "!wheels\n")
     before = podman("image", "inspect", IMAGE_TAG, "--format", "{{.Id}}", check=False).stdout.strip()
-    podman("build", "--isolation=chroot", "--format", "docker", "--build-arg", f"BASE={base}", "--build-arg", "OFFLINE=1",
-           "-t", IMAGE_TAG, "-f", "Containerfile", str(context), timeout=1500)
+    run_command("build", {"BASE": base, "IMAGE": IMAGE_TAG, "CONTEXT": str(context)}, timeout=1500)
     after = podman("image", "inspect", IMAGE_TAG, "--format", "{{.Id}}").stdout.strip()
     if before and before != after:  # the previous run's image, untagged now: free its layers (the build cache stays)
         podman("rmi", before, check=False)
@@ -175,14 +252,20 @@ def _wait_ready(base: str, name: str, timeout: float = 180) -> None:
     raise AssertionError("the container never became ready:\n" + podman("logs", name, check=False).stderr[-3000:])
 
 
-def _ask_mcp(base: str) -> dict:
+# The public name Copilot Studio calls (a Container Apps app's), sent as the Host header.
+PUBLIC_HOST = "sourcegate.purplesea-1a2b3c.westeurope.azurecontainerapps.io"
+
+
+def _ask_mcp(base: str, host: str | None = None) -> dict:
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
     from test_server_fixtures import run_async
 
+    headers = {"x-api-key": KEY, **({"host": host} if host else {})}
+
     async def main() -> dict:
-        async with httpx2.AsyncClient(headers={"x-api-key": KEY}, timeout=120) as http, \
+        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, \
                 streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()
@@ -199,7 +282,8 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
     name = f"sg-test-{uuid.uuid4().hex[:8]}"
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
-    podman("volume", "create", volume)
+    v = {"IMAGE": image, "VOLUME": volume, "NAME": name, "PORT": str(port), "CORPUS": str(CORPUS), "HOST": PUBLIC_HOST}
+    run_command("volume", v)
     try:
         inspected = json.loads(podman("image", "inspect", image).stdout)[0]
         config = inspected["Config"]
@@ -209,16 +293,14 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
         assert "SOURCEGATE_HOME=/data" in config["Env"]
 
         # Ingest through the container, onto the volume (no network needed).
-        r = podman("run", "--rm", "--network", "none", "-v", f"{volume}:/data", "-v", f"{CORPUS}:/corpus:ro", image,
-                   "ingest", "/corpus")
+        r = run_command("ingest", v)
         assert "14 added" in r.stdout and "0 failed" in r.stdout, r.stdout + r.stderr
 
-        podman("run", "-d", "--name", name, "-v", f"{volume}:/data", "-p", f"127.0.0.1:{port}:8000",
-               "-e", f"MCP_API_KEY={KEY}", "-e", "SERVE_SHUTDOWN_TIMEOUT_S=20", image)
+        run_command("serve", v)  # MCP_API_KEY from the environment, as the guide keeps it
         _wait_ready(base, name)
-        assert podman("exec", name, "id", "-u").stdout.strip() == "10001"
+        assert run_command("user", v).stdout.strip() == "10001"
         assert httpx.get(base + "/healthz", timeout=5).json()["alive"] is True
-        assert podman("healthcheck", "run", name, check=False).returncode == 0
+        assert run_command("healthcheck", v, check=False).returncode == 0
 
         assert httpx.post(base + "/v1/ask", json={"query": Q}, timeout=60).status_code == 401  # the key is required
         rest = httpx.post(base + "/v1/ask", json={"query": Q}, headers={"x-api-key": KEY}, timeout=120)
@@ -226,25 +308,40 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
         assert rest.json()["status"] == "answer_from_evidence" and not rest.json()["degraded"]
         mcp = _ask_mcp(base)
         assert mcp["status"] == "answer_from_evidence"
+        # As Copilot Studio calls it: the public name in ALLOWED_HOSTS is answered, another is
+        # refused with the setting and the fix in the body and in the container's log.
+        assert _ask_mcp(base, host=PUBLIC_HOST)["status"] == "answer_from_evidence"
+        refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                             headers={"x-api-key": KEY, "host": "other.example.org",
+                                      "accept": "application/json, text/event-stream"}, timeout=30)
+        assert refused.status_code == 421 and "ALLOWED_HOSTS=other.example.org" in refused.json()["error"]
+        assert "ALLOWED_HOSTS=other.example.org" in podman("logs", name).stderr
 
         # A graceful stop: SIGTERM, every worker finishes, the container exits 0.
-        podman("stop", "-t", "40", name)
+        run_command("stop", v)
         assert podman("inspect", name, "--format", "{{.State.ExitCode}}").stdout.strip() == "0"
         logs = podman("logs", name).stderr
         assert logs.count("Application shutdown complete") >= 1, logs[-3000:]
 
         # The same volume after a restart: the index and both audit records are still there.
-        podman("start", name)
+        run_command("start", v)
         _wait_ready(base, name)
         for audit_id in (rest.json()["audit_id"], mcp["audit_id"]):
             rec = httpx.get(f"{base}/v1/audit/{audit_id}", headers={"x-api-key": KEY}, timeout=30)
             assert rec.status_code == 200 and rec.json()["audit_id"] == audit_id
         again = httpx.post(base + "/v1/ask", json={"query": Q}, headers={"x-api-key": KEY}, timeout=120)
         assert again.json()["status"] == "answer_from_evidence"
-        podman("stop", "-t", "40", name)
-        verify = podman("run", "--rm", "--network", "none", "-v", f"{volume}:/data", image, "audit", "verify", "--json")
+        run_command("stop", v)
+        verify = run_command("verify", v)
         report = json.loads(verify.stdout)
-        assert report["records"] == 3 and not report["breaks"], report
+        assert report["records"] == 4 and not report["breaks"], report  # REST, MCP twice, REST after the restart
     finally:
         podman("rm", "-f", name, check=False)
         podman("volume", "rm", "-f", volume, check=False)
+
+
+def test_the_deployment_guide_shows_the_commands_this_test_runs():
+    """docs/deploy.md's list of the container test's commands is COMMANDS, rendered: a command
+    changed here and not there (or the reverse) fails, with podman or without."""
+    documented = documented_commands(DEPLOY_DOC.read_text(encoding="utf-8"))
+    assert documented == rendered_commands(), "\n".join(["docs/deploy.md should list:", *rendered_commands()])

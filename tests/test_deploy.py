@@ -168,3 +168,18 @@ def test_the_deployment_guide_gives_the_commands():
     for needle in ("az deployment group create", "infra/containerapp.bicep", "podman build", "az webapp",
                    "SOURCEGATE_STORE=\"postgresql://", "x-api-key", "Copilot Studio", "were not run against a live Azure"):
         assert needle in text, needle
+
+
+def test_the_guides_podman_commands_keep_the_healthcheck_and_the_key():
+    """Every `podman build` in docs/deploy.md says `--format docker` (podman's OCI default drops the
+    HEALTHCHECK), and no command makes an API key it then throws away (`-e MCP_API_KEY="$(openssl ...)"`)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    builds = [line for line in text.splitlines() if re.match(r"\s*podman build\b", line)]
+    assert builds and all("--format docker" in line for line in builds), builds
+    assert not re.search(r"-e MCP_API_KEY=\"?\$\(openssl", text)
+    assert "mcp-api-key.txt" in text and "-e MCP_API_KEY -e ALLOWED_HOSTS=" in text
+    gitignore = (Path(__file__).resolve().parents[1] / ".gitignore").read_text(encoding="utf-8").splitlines()
+    assert "wheels/" in gitignore

@@ -113,7 +113,7 @@ def test_a_new_users_first_hour(tmp_path, sourcegate_home):
         "title": "Night shift checks", "version": "3", "url": "https://docs.example.org/night-shift"}
     r = run("status", "--documents")
     header = r.output.splitlines()[r.output.splitlines().index("") + 1]
-    assert header.split() == ["id", "status", "version", "date", "chunks", "title", "url"]
+    assert header.split() == ["id", "status", "type", "version", "date", "chunks", "title", "url"]
 
     # 5. The archived revision never reaches the gate; the current one answers, cited with its URL.
     r = run("ask", CHLORINE_Q, "--json")

@@ -70,7 +70,7 @@ def test_rest_answers_only_for_local_or_allowed_hosts(server):
         for path, method in (("/v1/ask", "POST"), ("/v1/audit/" + "0" * 32, "GET")):
             kw = {"json": {"query": Q}} if method == "POST" else {}
             r = client.request(method, path, headers={"host": "attacker.example"}, **kw)
-            assert r.status_code == 421 and "MCP_ALLOWED_HOSTS" in r.json()["error"]
+            assert r.status_code == 421 and "ALLOWED_HOSTS=attacker.example" in r.json()["error"]
             r = client.request(method, path, headers={"origin": "http://attacker.example"}, **kw)
             assert r.status_code == 403
         assert client.post("/v1/ask", json={"query": Q}, headers={"host": "attacker.example:8000"}).status_code == 421
@@ -79,8 +79,17 @@ def test_rest_answers_only_for_local_or_allowed_hosts(server):
         assert client.get("/healthz", headers={"host": "attacker.example"}).status_code == 200
 
 
-def test_a_key_lets_rest_answer_for_any_host(tmp_path):
+def test_a_key_does_not_lift_the_host_check(tmp_path):
+    # One rule for /mcp and /v1: a name the server answers for is in ALLOWED_HOSTS, key or not, so
+    # a name that works for REST works for MCP (Copilot Studio) too, and a refusal names the fix.
     settings = make_settings(tmp_path / "audit.jsonl", mcp_allowed_hosts="", mcp_api_key="k" * 20)
+    gate = make_gate(settings)
+    with running_server(create_app(settings, gate)) as base:
+        r = httpx.post(base + "/v1/ask", json={"query": Q}, headers={"host": "search.example", "x-api-key": "k" * 20},
+                       timeout=60)
+        assert r.status_code == 421 and "ALLOWED_HOSTS=search.example" in r.json()["error"]
+    gate.close()
+    settings = make_settings(tmp_path / "audit2.jsonl", allowed_hosts="search.example", mcp_api_key="k" * 20)
     gate = make_gate(settings)
     with running_server(create_app(settings, gate)) as base:
         r = httpx.post(base + "/v1/ask", json={"query": Q}, headers={"host": "search.example", "x-api-key": "k" * 20},

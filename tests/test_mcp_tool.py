@@ -7,6 +7,7 @@ import os
 import sys
 
 import httpx2
+import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from test_server_fixtures import demo_home, make_gate, make_settings, run_async, running_server
@@ -172,3 +173,50 @@ def test_mcp_result_carries_the_written_answer_beside_the_passages(tmp_path):
     assert any(p["doc_id"] == "PROC-P200-BRG-R2" for p in data["evidence"])  # the passages are still there
     text = result.content[0].text
     assert "written by: mistral-small-latest (cloud)" in text and "PROC-P200-BRG-R2" in text
+
+
+PUBLIC_HOST = "sourcegate-app.purplesea-1a2b3c.westeurope.azurecontainerapps.io"
+
+
+async def _list_and_call(base: str) -> dict:
+    """What Copilot Studio does: the official client, the key, and the public name as Host."""
+    http = httpx2.AsyncClient(headers={"x-api-key": KEY, "host": PUBLIC_HOST}, timeout=TIMEOUT)
+    async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
+        async with ClientSession(r, w) as session:
+            await session.initialize()
+            assert [t.name for t in (await session.list_tools()).tools] == ["search_procedures"]
+            result = await session.call_tool("search_procedures", {"query": Q})
+            assert not result.is_error
+            return result.structured_content
+
+
+def test_mcp_answers_behind_a_public_host_name_with_allowed_hosts(tmp_path):
+    settings = _settings(tmp_path, allowed_hosts=PUBLIC_HOST)
+    gate = make_gate(settings)
+    with running_server(create_app(settings, gate)) as base:
+        data = run_async(lambda: _list_and_call(base), TIMEOUT)
+        rest = httpx2.post(f"{base}/v1/ask", json={"query": Q}, headers={"x-api-key": KEY, "host": PUBLIC_HOST},
+                           timeout=TIMEOUT)
+    gate.close()
+    assert data["status"] == "answer_from_evidence"
+    assert rest.status_code == 200
+
+
+def test_mcp_refuses_an_unlisted_host_naming_allowed_hosts(tmp_path, caplog):
+    settings = _settings(tmp_path, allowed_hosts="")
+    gate = make_gate(settings)
+    with running_server(create_app(settings, gate)) as base, caplog.at_level("INFO", logger="sourcegate.ask"):
+        with pytest.raises(BaseException):  # the client cannot even initialize
+            run_async(lambda: _list_and_call(base), TIMEOUT)
+        refusals = {path: httpx2.post(f"{base}{path}", headers={"x-api-key": KEY, "host": PUBLIC_HOST,
+                                                               "accept": "application/json, text/event-stream"},
+                                      json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"} if path == "/mcp"
+                                      else {"query": Q}, timeout=TIMEOUT)
+                    for path in ("/mcp", "/v1/ask")}
+    gate.close()
+    for path, r in refusals.items():  # one rule and one message for MCP and REST, key or not
+        assert r.status_code == 421, path
+        assert f"ALLOWED_HOSTS={PUBLIC_HOST}" in r.json()["error"], path
+    logged = [rec for rec in caplog.records if getattr(rec, "reason", None) == "host"]
+    assert {rec.interface for rec in logged} == {"mcp", "rest"}
+    assert all(rec.setting == "ALLOWED_HOSTS" and PUBLIC_HOST in rec.fix for rec in logged)

@@ -75,7 +75,8 @@ def demo_home() -> Path:
 def make_settings(audit_path: Path, **overrides) -> Settings:
     """Settings on the shared demo index, with this test's own audit log. Starlette's TestClient
     sends `Host: testserver`: it is an allowed host unless a test says otherwise."""
-    overrides.setdefault("mcp_allowed_hosts", "testserver")
+    if "allowed_hosts" not in overrides:
+        overrides.setdefault("mcp_allowed_hosts", "testserver")
     return Settings(_env_file=None, home=demo_home(), audit_log_path=audit_path, **overrides)
 
 

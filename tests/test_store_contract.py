@@ -88,9 +88,10 @@ def store(open_same):
     return open_same()
 
 
-def doc(doc_id, texts, status="current", version="1", source_type="procedure", title=None):
+def doc(doc_id, texts, status="current", version="1", source_type="procedure", title=None, metadata=None):
     d = Document(id=doc_id, title=title or f"Title {doc_id}", text="\n\n".join(texts), status=status, version=version,
-                 source_type=source_type, url=f"https://x/{doc_id}", content_hash=f"h-{doc_id}-{len(texts)}")
+                 source_type=source_type, url=f"https://x/{doc_id}", content_hash=f"h-{doc_id}-{len(texts)}",
+                 metadata=metadata or {})
     chunks = [Chunk(id=f"{doc_id}#{i}", doc_id=doc_id, ordinal=i, text=t) for i, t in enumerate(texts)]
     return d, chunks, EMB.embed(texts)
 
@@ -143,6 +144,30 @@ def test_filters(store):
     assert {h[0] for h in store.dense_search(q, 10, SearchFilters(exclude_status=(), version="1"))} == {"old#0"}
     assert {h[0] for h in store.lexical_search("valve exercising", 10)} == {"cur#0", "kb#0"}
     assert {h[0] for h in store.lexical_search("valve", 10, SearchFilters(status="archived", exclude_status=()))} == {"old#0"}
+
+
+def test_filters_on_document_metadata_and_id_prefix(store):
+    # Per-request filters: a front-matter key (model) and a doc_id prefix, applied inside the query.
+    put(store, "lab/hg3-manual", ["rotor speed limit 20000 rpm"], metadata={"model": "HG-3", "site": "north"})
+    put(store, "lab/hg5-manual", ["rotor speed limit 12000 rpm"], metadata={"model": "HG-5", "site": "north"})
+    put(store, "plant/pump", ["rotor speed of the pump 3000 rpm"])
+    assert store.get_document("lab/hg3-manual").metadata == {"model": "HG-3", "site": "north"}
+    assert store.get_document("plant/pump").metadata == {}
+    assert store.export_document("lab/hg5-manual").record.metadata == {"model": "HG-5", "site": "north"}
+    q = EMB.embed(["rotor speed limit"])[0]
+    hg3 = SearchFilters(metadata=(("model", "HG-3"),))
+    assert {h[0] for h in store.dense_search(q, 10)} == {"lab/hg3-manual#0", "lab/hg5-manual#0", "plant/pump#0"}
+    assert {h[0] for h in store.dense_search(q, 10, hg3)} == {"lab/hg3-manual#0"}
+    assert {h[0] for h in store.lexical_search("rotor speed", 10, hg3)} == {"lab/hg3-manual#0"}
+    both = SearchFilters(metadata=(("model", "HG-5"), ("site", "north")))
+    assert {h[0] for h in store.dense_search(q, 10, both)} == {"lab/hg5-manual#0"}
+    assert store.dense_search(q, 10, SearchFilters(metadata=(("model", "HG-5"), ("site", "south")))) == []
+    lab = SearchFilters(doc_id_prefix="lab/")
+    assert {h[0] for h in store.dense_search(q, 10, lab)} == {"lab/hg3-manual#0", "lab/hg5-manual#0"}
+    assert {h[0] for h in store.lexical_search("rotor speed", 10, lab)} == {"lab/hg3-manual#0", "lab/hg5-manual#0"}
+    # a prefix is matched literally: % and _ are not wildcards
+    assert store.dense_search(q, 10, SearchFilters(doc_id_prefix="lab%")) == []
+    assert store.dense_search(q, 10, SearchFilters(doc_id_prefix="lab_")) == []
 
 
 def test_replace_is_whole(store):
@@ -216,7 +241,7 @@ def test_export_gives_back_what_was_written(store):
 def test_migrations_are_named_and_recorded(tmp_path):
     s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
     names = [r[0] for r in s._conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
-    assert names == ["0001_documents_and_chunks", "0002_vectors", "0003_fts_filter_columns"]
+    assert names == ["0001_documents_and_chunks", "0002_vectors", "0003_fts_filter_columns", "0004_document_metadata"]
     assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     s.close()
 

@@ -3,6 +3,7 @@ passages that answer the question, each with its citation, and adds nothing of i
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, runtime_checkable
@@ -12,6 +13,7 @@ from .models import Candidate
 from .normalize import fold
 from . import text as T
 from .text import is_heading
+from .location import deep_link, location_label
 from .retrieve import lexical_overlap, query_terms
 from .stated import numbers as stated_numbers
 
@@ -23,6 +25,10 @@ class Citation:
     doc_id: str
     title: str
     url: str | None
+    # Where in the document: its page (PDF), its heading path, and the URL opened there.
+    page: int | None = None
+    section: str | None = None
+    link: str | None = None
 
 
 @dataclass
@@ -130,7 +136,7 @@ _QUANTITY_Q = re.compile(r"\b(how (often|much|many|long|deep|frequently|fast|hot
                          r"température|pression|durée|limite)|à quelle (fréquence|vitesse|température))\b", re.I)
 
 
-_LIMIT_Q = re.compile(r"\b(maximum|minimum|maximale?|minimale?|limit|limite)\b", re.I)
+_LIMIT_Q = re.compile(r"\b(maximum|minimum|maximale?|minimale?|limit|limite|interval|intervalle)\b", re.I)
 
 
 def wants_value(query: str) -> bool:
@@ -162,10 +168,10 @@ _META_LABEL = re.compile(r"^\s*(?:[-*\u2022]\s*)?(last (modified|updated|reviewe
 def is_label(s: str, title: str = "") -> bool:
     """A title, heading or label, never quoted as a sentence: `is_heading`, a metadata line, or a
     table's header row (short cells, no value)."""
-    if is_heading(s, title) or _META_LABEL.match(s):
-        return True
     cells = [c.strip() for c in s.split("|")]
-    return len(cells) > 1 and not re.search(r"\d", s) and all(len(c.split()) <= 4 for c in cells)
+    if len(cells) > 1:  # a table row: a label when it is a header row, else it states something
+        return not re.search(r"\d", s) and all(len(c.split()) <= 4 for c in cells)
+    return is_heading(s, title) or bool(_META_LABEL.match(s))
 
 
 _INTERVAL_UNITS = {"h", "min", "s", "d", "wk", "mo", "yr"}
@@ -186,10 +192,16 @@ def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, 
     wants_number = wants_value(query)
     often = T.qtype(query) == "freq"
     scored = []
+    header = None  # the header row of the table being read: a row is matched with its header's words
     for i, s in enumerate(sentences(text)):
+        row = "|" in s
+        if not row:
+            header = None
         if is_label(s, title):
+            if row:
+                header = s
             continue
-        score = lexical_overlap(terms, s)
+        score = lexical_overlap(terms, f"{header}\n{s}" if row and header else s)
         if wants_number and (_has_interval(s) if often else _has_value(s)):
             score += 0.35
         elif wants_number and not often and _has_count(s):
@@ -220,6 +232,8 @@ def best_sentences(query: str, text: str, k: int = 2, title: str = "") -> list[s
     if not ranked:  # nothing but headings: the passage is quoted as it is
         return sentences(text)[:1]
     picked = [ranked[0]] + [r for r in ranked[1:k] if adds_answer(query, ranked[0], r)]
+    if wants_value(query):  # the sentence that holds the asked value first, then the others in order
+        return [ranked[0][2]] + [s for _, _, s in sorted(picked[1:], key=lambda r: r[1])]
     return [s for _, _, s in sorted(picked, key=lambda r: r[1])]
 
 
@@ -227,7 +241,169 @@ def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.split("|")]
+
+
+def table_header(text: str, s: str, title: str = "") -> str | None:
+    """The header row of the table a quoted row belongs to (`Task | Interval` for `Oil change |
+    5,000 operating hours`), when the passage holds it; None for any other sentence."""
+    if "|" not in s or is_label(s, title):
+        return None
+    lines = sentences(text)
+    try:
+        i = next(n for n, line in enumerate(lines) if _norm(line) == _norm(s))
+    except StopIteration:
+        return None
+    j = i
+    while j > 0 and "|" in lines[j - 1]:
+        j -= 1  # up the rows of its table, to its first: the header row when it labels
+    if j == i or not is_label(lines[j], title):
+        return None
+    return lines[j]
+
+
+def quote_text(c: Candidate, s: str) -> str:
+    """A quote as an answer shows it: the sentence between quotation marks, word for word, and a
+    table row's header after it (`"Oil change | 5,000 operating hours" (Task | Interval)`)."""
+    header = table_header(c.text, s, c.title)
+    return f'"{s}"' + (f" ({header})" if header else "")
+
+
+def with_list_item(query: str, text: str, s: str) -> str:
+    """A sentence that introduces a list ("The alarm triggers if the main battery's:", or cut
+    before it) quoted with the list item that answers the question best, joined by " ... "; any
+    other sentence as it is."""
+    if _END_PUNCT.search(s) and not s.rstrip().endswith(":") or _LIST_ITEM.match(s) or "|" in s:
+        return s  # a whole sentence, a list item or a table row introduces nothing
+    lines = sentences(text)
+    try:
+        i = next(n for n, line in enumerate(lines) if _norm(line) == _norm(s))
+    except StopIteration:
+        return s
+    items = []
+    for line in lines[i + 1:]:
+        if not _LIST_ITEM.match(line):
+            break
+        items.append(line)
+    if not items:
+        return s
+    terms = query_terms(query)
+    best = max(items, key=lambda it: (lexical_overlap(terms, it) + (0.35 if _has_value(it) and wants_value(query) else 0),
+                                      -items.index(it)))
+    return f"{s.rstrip()} ... {_LIST_ITEM.sub('', best, count=1).strip()}"
+
+
 def quoted(query: str, c: Candidate, k: int) -> list[str]:
+    """The sentences `_quoted` picks, a sentence that introduces a list with the item that answers
+    (`with_list_item`)."""
+    return [with_list_item(query, c.text, s) for s in _quoted(query, c, k)]
+
+
+# -- yes/no questions -------------------------------------------------------------------------------
+
+# A negation that bears on the word after it ("do not mix", "never run", "must not exceed",
+# "ne pas mélanger", "jamais"): the answer to "Can I mix ...?" is then no.
+_NEGATOR = re.compile(r"\b(not|never|no|cannot|can't|don't|doesn't|mustn't|shouldn't|isn't|aren't|without|"
+                      r"ne|n'|pas|jamais|aucun|aucune|sans)\b", re.I)
+# Words that say which of two kinds a thing is: "Is the P-200 a vertical pump?" against "horizontal".
+_OPPOSITES = [("horizontal", "vertical"), ("upper", "lower"), ("inside", "outside"), ("indoor", "outdoor"),
+              ("open", "closed"), ("left", "right"), ("ac", "dc"), ("single", "double"), ("manual", "automatic"),
+              ("mandatory", "optional"), ("internal", "external"), ("before", "after"), ("hot", "cold"),
+              ("horizontale", "verticale"), ("supérieur", "inférieur"), ("ouvert", "fermé"), ("avant", "après")]
+_FRENCH = re.compile(r"\b(est-ce|faut-il|dois-je|doit-on|peut-on|puis-je|le|la|les|des|une|sur|dans|avec|pour|"
+                     r"avant|après|sont|est|il|je)\b", re.I)
+_AUX = {"do", "does", "did", "is", "are", "was", "were", "can", "could", "may", "must", "should", "will", "would",
+        "have", "has", "need", "needs", "it", "there", "faut", "dois", "doit", "peut", "puis", "est"}
+
+
+def _words(s: str) -> list[str]:
+    return re.findall(r"[\w'’-]+", fold(s))
+
+
+def _contrasts(query: str, sentence: str) -> bool:
+    """The sentence says the thing is of another kind than the question asks: an opposite word
+    ("vertical" / "horizontal"), or another compound of the same kind ("water-cooled" / "air-cooled")."""
+    q, s = set(_words(query)), set(_words(sentence))
+    for a, b in _OPPOSITES:
+        for x, y in ((a, b), (b, a)):
+            if x in q and y in s and x not in s:
+                return True
+    for w in q:
+        if "-" in w and not any(ch.isdigit() for ch in w) and w not in s:
+            head, _, tail = w.rpartition("-")
+            if any(o.endswith("-" + tail) and o != w for o in s):
+                return True
+    return False
+
+
+def _overlap(terms: list[str], text: str) -> float:
+    """Share of the terms in the text, a plural or a longer word of the same stem counting."""
+    words = set(_words(text))
+    words |= {part for w in words if "-" in w for part in w.split("-") if part}
+    hit = sum(1 for t in terms if t in words or t + "s" in words or t + "es" in words
+              or (len(t) >= 5 and any(w.startswith(t[: max(4, len(t) - 2)]) for w in words)))
+    return hit / len(terms) if terms else 0.0
+
+
+def _negates_asked(query_terms_: list[str], sentence: str) -> bool:
+    """A negation in the sentence that bears on what the question asks: the first word it governs
+    (after "must", "be", "to" ...) is one of the question's words."""
+    words = _words(sentence)
+    for i, w in enumerate(words):
+        if _NEGATOR.fullmatch(w):
+            after = [x for x in words[i + 1:i + 5] if x not in _AUX and x not in ("be", "to", "a", "the", "pas", "se")]
+            if after and _overlap(query_terms_, after[0]) > 0:
+                return True
+    return False
+
+
+def polar_verdict(query: str, evidence: list[Candidate], match_text: str | None = None) -> tuple[str, int, str] | None:
+    """For a yes/no question the evidence settles: ("Yes" | "No" | "Oui" | "Non", the citation
+    number of the passage, its settling sentence). None when the question is not a yes/no
+    question, or no sentence of the evidence bears on it clearly enough to say which."""
+    if not evidence or not T.is_polar(query):
+        return None
+    if match_text and match_text != query and match_text.startswith(query):
+        # a question in another language than the library: its words bridged into the library's
+        # language, and its identifiers (the question's own words match nothing there)
+        added = query_terms(match_text[len(query):])
+        own = [t for t in query_terms(query) if t not in _AUX and not any(ch.isdigit() for ch in t)]
+        if len({t[:5] for t in added}) < 0.75 * len(own):
+            return None  # too few of its words bridged to tell what the question asks
+        terms = added + [t for t in query_terms(query) if any(ch.isdigit() for ch in t)]
+    else:
+        terms = query_terms(query)
+    terms = [t for t in dict.fromkeys(terms) if t not in _AUX]
+    if not terms:
+        return None
+    best: tuple[float, int, str, float, bool] | None = None
+    for n, c in enumerate(evidence, start=1):
+        for sent in dict.fromkeys([*(c.quote and [q for q in sentences(c.text) if _norm(c.quote) in _norm(q)
+                                                   or _norm(q) in _norm(c.quote)] or []),
+                                   *(s for s in sentences(c.text) if not is_label(s, c.title))]):
+            for clause in [x.strip() for x in re.split(r";\s+", sent) if x.strip()]:
+                cover = _overlap(terms, clause)
+                no = _negates_asked(terms, clause) or _contrasts(match_text or query, clause)
+                pairs = sum(1 for a, b in zip(terms, terms[1:]) if re.search(
+                    r"\b" + re.escape(a[:5]) + r"\w*\W+" + re.escape(b[:5]), fold(clause)))
+                # A sentence that denies or contrasts bears on the question with fewer of its words.
+                score = cover + 0.1 * pairs + (0.3 if no else 0.0)
+                if best is None or score > best[0]:
+                    best = (score, n, sent, cover, no)
+    if best is None:
+        return None
+    _, n, sentence, cover, no = best
+    # "No" when the settling sentence denies the asked thing or says it is of another kind, about
+    # the question's subject; "Yes" only when it states (nearly) everything the question asks.
+    if not ((no and cover >= 0.5) or (not no and cover >= 0.8)):
+        return None
+    french = len(_FRENCH.findall(query)) >= 2
+    word = ("Non" if no else "Oui") if french else ("No" if no else "Yes")
+    return word, n, sentence
+
+
+def _quoted(query: str, c: Candidate, k: int) -> list[str]:
     """What the answer quotes from an evidence passage: first the sentence the judge found answering (the
     reader's span, or the sentence that settles a yes/no question) when it found one, whole, then,
     up to `k`, the sentences that add an answer to the question; never a title or heading. For a
@@ -301,9 +477,20 @@ def extract_premise(query: str, against: list[str] | None = None) -> str:
     return with_facts[0]
 
 
+def citation(n: int, c: Candidate) -> Citation:
+    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading))
+
+
+def source_line(n: int, title: str, doc_id: str, page: int | None = None, section: str | None = None,
+                link: str | None = None) -> str:
+    """`[1] Title (doc-id), p. 7 https://host/manual.pdf#page=7`: one line of a source list."""
+    where = location_label(page, section)
+    return f"[{n}] {title} ({doc_id})" + (f", {where}" if where else "") + (f" {link}" if link else "")
+
+
 def _sources(cands: list[Candidate]) -> tuple[str, list[Citation]]:
-    cites = [Citation(n, c.id, c.doc_id, c.title, c.url) for n, c in enumerate(cands, start=1)]
-    lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
+    cites = [citation(n, c) for n, c in enumerate(cands, start=1)]
+    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link) for c in cites]
     return "Sources:\n" + "\n".join(lines), cites
 
 
@@ -332,7 +519,7 @@ def conflict_lead(query: str, conflicts: list[Candidate], first_n: int, match_te
     if lower_cf:
         lines.append("Warning: a less trusted source states another value than the answer below; it is not used:")
         for n, c in lower_cf:
-            lines += [f'- "{s}" [{n}] ({_kind(c)})' for s in quoted(match_text or query, c, 1)]
+            lines += [f'- {quote_text(c, s)} [{n}] ({_kind(c)})' for s in quoted(match_text or query, c, 1)]
     return lines
 
 
@@ -349,7 +536,7 @@ def evidence_lines(match_text: str, evidence: list[Candidate], k: int) -> list[s
         mark = ""
         if c.tier is not None and c.tier < top:
             mark = f" ({_kind(c)}: less trusted than [1])"
-        lines += [f'- "{s}" [{n}]{mark}' for s in quoted(match_text, c, k)]
+        lines += [f'- {quote_text(c, s)} [{n}]{mark}' for s in quoted(match_text, c, k)]
     return lines
 
 
@@ -368,6 +555,18 @@ class ExtractiveWriter:
             lines = evidence_lines(match_text, evidence, self.k)
             src, cites = _sources(evidence + conflicts)
             head = "\n".join(lead) + "\n\n" if lead else ""
+            # Settled only where nothing disagrees: beside a conflict, or between sources that state
+            # different values, the answer does not say Yes or No.
+            settled = not conflicts and not any(c.gate_reason == _DISAGREES_EQUAL for c in evidence)
+            verdict = polar_verdict(query, evidence, match_text) if settled else None
+            if verdict is not None:
+                # A yes/no question the evidence settles: the answer says which, with the sentence
+                # that settles it, then the other quotes.
+                word, n, sentence = verdict
+                head += f'{word}: {quote_text(evidence[n - 1], sentence)} [{n}]\n\n'
+                lines = [x for x in lines if _norm(f'"{sentence}"') not in _norm(x)]
+                if not lines:
+                    return WrittenAnswer(head + src, cites, self.name)
             return WrittenAnswer(head + "From the documents:\n" + "\n".join(lines) + "\n\n" + src, cites, self.name)
         if status is Status.CONFLICT:
             said = [s for c in conflicts for s in best_sentences(query, c.text, 1, c.title)]
@@ -432,13 +631,13 @@ def assemble_parts(sections: list[tuple[str, WrittenAnswer | None]]) -> WrittenA
         for c in written.citations:
             if c.id not in number:
                 number[c.id] = len(cites) + 1
-                cites.append(Citation(number[c.id], c.id, c.doc_id, c.title, c.url))
+                cites.append(dataclasses.replace(c, n=number[c.id]))
             local[c.n] = number[c.id]
         body = written.text.rsplit(_SOURCES_BLOCK, 1)[0].strip()
         body = re.sub(r"^From the documents:\n", "", body)
         body = re.sub(r"\[(\d+)\]", lambda m: f"[{local.get(int(m.group(1)), int(m.group(1)))}]", body)
         blocks.append(f"{question}\n{body}")
-    lines = [f"[{c.n}] {c.title} ({c.doc_id})" + (f" {c.url}" if c.url else "") for c in cites]
+    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link) for c in cites]
     text = "From the documents, part by part:\n\n" + "\n\n".join(blocks)
     if lines:
         text += _SOURCES_BLOCK + "\n".join(lines)

@@ -286,9 +286,10 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_syml
                                    + (" does not exist" if len(missing) == 1 else " do not exist"))
     _library(settings, require_documents=False).close()  # a wrong URL fails before any parsing
     report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
-    click.echo(report.summary())
+    # One line per file first (skipped:, failed:, vanished:), then the summary that counts them.
     for doc_id, path in report.vanished:
         click.echo(f"vanished: {doc_id}: {path} is gone, but the document is still indexed and answerable", err=True)
+    click.echo(report.summary())
     if report.vanished:
         from .library import _command
 
@@ -322,7 +323,7 @@ def status(ctx: click.Context, as_json: bool, list_documents: bool) -> None:
     if list_documents:
         data["document_list"] = [{"id": d.id, "title": d.title, "status": d.status, "version": d.version,
                                   "updated_at": d.updated_at, "url": d.url, "source_type": d.source_type,
-                                  "chunks": d.chunk_count} for d in records]
+                                  "metadata": d.metadata, "chunks": d.chunk_count} for d in records]
     if as_json:
         click.echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
@@ -335,9 +336,9 @@ def status(ctx: click.Context, as_json: bool, list_documents: bool) -> None:
         click.echo(f"  {status_name}: {counts['documents']} documents, {counts['chunks']} chunks")
     if list_documents:
         click.echo("")
-        click.echo(format_table(["id", "status", "version", "date", "chunks", "title", "url"],
-                                [[d.id, d.status, d.version or "-", d.updated_at or "-", d.chunk_count, d.title, d.url or "-"]
-                                 for d in records]))
+        click.echo(format_table(["id", "status", "type", "version", "date", "chunks", "title", "url"],
+                                [[d.id, d.status, d.source_type or "-", d.version or "-", d.updated_at or "-",
+                                  d.chunk_count, d.title, d.url or "-"] for d in records]))
 
 
 @cli.group("store")
@@ -389,13 +390,16 @@ def store_copy(ctx: click.Context, src: str, dst: str, prune: bool) -> None:
 
 def format_result(r) -> str:
     from .answer import conflict_warnings
+    from .inert import plain_text
 
     lines = [f"status: {r.status}" + (" (degraded)" if r.degraded else "")]
     # A conflict beside an answer is said at the top, never only in the counts below.
     lines += conflict_warnings(r.status, [p.model_dump() for p in r.evidence], [p.model_dump() for p in r.conflicts])
     lines.append("")
     if r.answer:
-        lines += [r.answer, ""]
+        # A terminal renders no Markdown: the answer as it reads, without the code spans and
+        # escapes that keep a passage's markup inert where Markdown is rendered.
+        lines += [plain_text(r.answer), ""]
     if r.missing:
         lines += ["Not found in the library: " + "; ".join(r.missing), ""]
     lines.append(f"guidance: {r.guidance}")
@@ -421,25 +425,35 @@ def format_result(r) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the result in the documented JSON shape.")
 @click.option("--writer", type=click.Choice(["extractive", "llm"]), default=None,
               help="Who words the answer (default: SOURCEGATE_WRITER, else extractive). llm uses LLM_WRITER_*.")
+@click.option("--filter", "filter_pairs", multiple=True, metavar="KEY=VALUE",
+              help="Only documents whose metadata match (repeatable): source_type, version, status, doc_id (a "
+                   "prefix of the id), or any front-matter or sidecar key, e.g. --filter model=HG-3.")
 @click.pass_context
-def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None) -> None:
+def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None, filter_pairs: tuple[str, ...]) -> None:
     """Ask a question; get a cited answer, a premise conflict, or an abstention."""
     settings = _settings(ctx)
     bad = _undecodable(query)
     if bad is not None:
         raise click.ClickException(bad)
+    from .filters import FilterError, parse_pairs
+
+    try:
+        filters = parse_pairs(filter_pairs)
+    except FilterError as e:
+        raise click.BadParameter(str(e), param_hint="--filter") from None
     from .judges import preload
 
     # the judge's reader loads while the service is imported and the question retrieved
     loading = preload(settings)
     try:
-        _ask(ctx, settings, query, as_json, writer)
+        _ask(ctx, settings, query, as_json, writer, filters)
     finally:
         if loading is not None:  # the process never exits with a thread still inside onnxruntime
             loading.join()
 
 
-def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writer: str | None) -> None:
+def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writer: str | None,
+         filters: dict[str, str] | None = None) -> None:
     from .service import QueryError
 
     from .logs import log_ask
@@ -451,7 +465,7 @@ def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writ
     except ValueError as e:  # an llm writer without its endpoint settings
         raise click.ClickException(str(e)) from None
     try:
-        r = gate.ask(query, interface="cli")
+        r = gate.ask(query, interface="cli", filters=filters or None)
         log_ask(r, "cli", settings, None, gate)
     except QueryError as e:
         raise click.UsageError(str(e)) from None

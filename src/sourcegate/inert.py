@@ -107,6 +107,41 @@ def inert_markup(text: str | None) -> str | None:
     return "".join(out)
 
 
+def plain_text(text: str | None) -> str | None:
+    """`inert_markup`'s output as a person reads it where no Markdown is rendered (a terminal):
+    code spans unwrapped and backslash escapes removed (`Posted by \\`k.lee\\`` reads
+    `Posted by `k.lee``). Invisible and control characters stay removed: nothing drives the terminal."""
+    if not text:
+        return text
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\" and i + 1 < n and text[i + 1] in "\\`<[]!":
+            out.append(text[i + 1])
+            i += 2
+            continue
+        if ch == "`":
+            j = i
+            while j < n and text[j] == "`":
+                j += 1
+            fence = text[i:j]
+            close = re.compile("(?<!`)" + fence + "(?!`)").search(text, j)
+            if close is None:
+                out.append(fence)
+                i = j
+                continue
+            inner = text[j:close.start()]
+            if len(inner) >= 2 and inner[0] == " " and inner[-1] == " " and inner.strip():
+                inner = inner[1:-1]
+            out.append(inner)
+            i = close.end()
+            continue
+        out.append(ch)
+        i += 1
+    return visible_text("".join(out))
+
+
 def safe_url(url: str | None) -> str | None:
     """`url` if it is an absolute http(s) URL with a host, else None (`javascript:`, `data:`,
     relative paths and junk are dropped)."""

@@ -59,6 +59,8 @@ class Document:
     pages: list[tuple[int, int]] = field(default_factory=list)
     headings: list[tuple[int, str]] = field(default_factory=list)
     content_hash: str = ""
+    # Other keys of its front matter or sidecar (`model`, `product`): text values, for filters.
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
@@ -33,11 +34,13 @@ from .gate import (
 from .stated import stated_values
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
 from .judge_guard import guard_judge
+from .location import deep_link
 from .models import Candidate
 from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge, names_subject, plan
+from .filters import FilterError, described, search_filters
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
-from .store import Store, open_store
+from .store import SearchFilters, Store, open_store
 
 log = logging.getLogger("sourcegate")
 
@@ -59,9 +62,15 @@ class PassageOut(BaseModel):
     source_type: str | None = None
     tier: int | None = None
     reason: str | None = None
+    # Where the passage is: its page (PDF), its heading path (DOCX, Markdown, HTML), and the URL
+    # opened there (`#page=N`, a heading anchor) when the document has a URL.
+    page: int | None = None
+    section: str | None = None
+    link: str | None = None
 
     # What a person or an agent is shown holds no invisible characters (bidi overrides, NUL, ...).
-    _visible = field_validator("doc_id", "title", "text", "version", mode="before")(lambda v: visible_text(v))
+    _visible = field_validator("doc_id", "title", "text", "version", "section", mode="before")(
+        lambda v: visible_text(v))
 
 
 class ExcludedOut(BaseModel):
@@ -234,6 +243,7 @@ class SourceGate:
         self.thresholds: GateThresholds = settings.thresholds()
         self.trust = settings.trust_tiers()
         self._known_ids: tuple[float, frozenset[str]] | None = None
+        self._documents: tuple[float, list] | None = None
 
     @property
     def judge(self) -> Judge:
@@ -280,21 +290,27 @@ class SourceGate:
         return judgement
 
     def ask(self, query: str, interface: str = "python",
-            on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
+            on_event: Callable[[str, dict[str, Any]], None] | None = None,
+            filters: Mapping[str, Any] | None = None) -> AskResult:
         """Retrieve, gate and answer one question. With `on_event(kind, data)`, the gate's decision
         is sent first ("gate": the result without its answer), then the answer as a model writes it
         ("delta", "reset", "replace"; see `Writer.write`); the complete result is returned.
 
         A question that asks several things is planned into parts (`plan.plan`); each part goes
         through the same stages (retrieve, judge, gate) on its own, and `plan.merge` decides the
-        status and names the parts no passage answers in `missing`."""
+        status and names the parts no passage answers in `missing`.
+
+        `filters` ({"model": "HG-3", "version": "3"}, see sourcegate.filters) narrow retrieval to
+        the documents whose metadata match; a key the library does not have, a bad value, or
+        filters no document matches raise QueryError."""
         query = self._validate(query)
+        chosen = self._search_filters(filters)
         t_start = time.perf_counter()
         parts = self._plan(query)
         t_plan = time.perf_counter()
         multi = len(parts) > 1
         # A question of one part is asked exactly as written; the parts of a longer one as planned.
-        runs = [self._gate_part(p.question if multi else query, p, multi) for p in parts]
+        runs = [self._gate_part(p.question if multi else query, p, multi, chosen) for p in parts]
         merged = merge([PartDecision(r.part, r.status) for r in runs])
         status = merged.status
         t_gated = time.perf_counter()
@@ -345,14 +361,15 @@ class SourceGate:
                           "evidence_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.evidence)),
                           "conflict_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.conflicts))} for r in runs]
         if self.audit is not None:
-            self.audit.append(self._audit_record(query, interface, result, runs, written))
+            self.audit.append(self._audit_record(query, interface, result, runs, written, chosen))
         return result
 
     def _passage_out(self, c: Candidate, j: PassageJudgement) -> PassageOut:
         cap = self.settings.max_passage_chars
         text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
         return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
-                          scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason)
+                          scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason,
+                          page=c.page, section=c.heading, link=deep_link(c.url, c.page, c.heading))
 
     @staticmethod
     def _passages(runs: list["_PartRun"]):
@@ -403,12 +420,31 @@ class SourceGate:
         self._known_ids = (now, ids)
         return ids
 
-    def _gate_part(self, query: str, part: Part, multi: bool) -> "_PartRun":
+    def _search_filters(self, filters: Mapping[str, Any] | None) -> SearchFilters | None:
+        if not filters:
+            return None
+        try:
+            return search_filters(filters, self._library_documents(), self.retrieval.include_archived)
+        except FilterError as e:
+            raise QueryError(str(e)) from None
+
+    def _library_documents(self) -> list:
+        """The library's document records (for checking filters), kept for a minute like the
+        planner's identifiers."""
+        now = time.monotonic()
+        cached = self._documents
+        if cached is not None and now - cached[0] < KNOWN_IDS_TTL_S:
+            return cached[1]
+        docs = self.store.list_documents()
+        self._documents = (now, docs)
+        return docs
+
+    def _gate_part(self, query: str, part: Part, multi: bool, filters: SearchFilters | None = None) -> "_PartRun":
         """Retrieve, judge and gate one part (the whole question when it has one part, exactly as a
         single question goes). In a part about one identifier, only passages that name it count."""
         t0 = time.perf_counter()
         bq = self._bridge(query)
-        candidates, rtimes = self.retriever.retrieve(query, bridged=bq.text if bq.bridged else None)
+        candidates, rtimes = self.retriever.retrieve(query, filters=filters, bridged=bq.text if bq.bridged else None)
         t1 = time.perf_counter()
         judgement = self._run_judge(bq.text, candidates) if candidates else Judgement(model=self._judge_model_hint(), results=[])
         t2 = time.perf_counter()
@@ -445,7 +481,7 @@ class SourceGate:
         return getattr(self._judge, "name", self.settings.judge)
 
     def _audit_record(self, query: str, interface: str, result: AskResult, runs: list["_PartRun"],
-                      written: WrittenAnswer) -> dict[str, Any]:
+                      written: WrittenAnswer, filters: SearchFilters | None = None) -> dict[str, Any]:
         multi = len(runs) > 1
         judgement = runs[0].judgement
         record: dict[str, Any] = {
@@ -463,11 +499,13 @@ class SourceGate:
                 "store": type(self.store).__name__, "embedder": self.embedder.id,
                 **{k: getattr(self.retrieval, k) for k in ("dense_pool", "lexical_pool", "min_score", "dense_weight",
                                                             "lexical_weight", "candidates", "include_archived")},
+                "filters": described(filters),
                 "evidence_max_single": self.settings.evidence_max_single,
                 "evidence_max_multi": self.settings.evidence_max_multi,
             },
             "candidates": [
                 {"id": c.id, "doc_id": c.doc_id, "version": c.version, "status": c.status,
+                 "page": c.page, "section": c.heading,
                  "source_type": c.source_type, "tier": c.tier, "values": c.values or [],
                  "content_hash": c.content_hash, "retrieval_score": c.score,
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),

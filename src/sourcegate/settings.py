@@ -50,7 +50,7 @@ class Settings(BaseSettings):
     gate_conflict_outweighs: bool = Field(True, validation_alias=_env("GATE_CONFLICT_OUTWEIGHS"))
     gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
     # Trust tiers by source_type ("procedure=3, forum=1, *=2"; gate.DEFAULT_TRUST_TIERS): a passage of a
-    # lower tier never outweighs a current higher-tier one that contradicts it (README, "Trust tiers").
+    # lower tier never outweighs a current higher-tier one that contradicts it (docs/how-it-works.md, "Trust tiers").
     gate_trust_tiers: str | None = Field(None, validation_alias=_env("GATE_TRUST_TIERS"))
 
     # Retrieval.
@@ -137,7 +137,9 @@ class Settings(BaseSettings):
         "follow the `guidance` field of the result. Never answer from memory.",
         validation_alias=_env("MCP_TOOL_DESCRIPTION"),
     )
-    mcp_allowed_hosts: str = Field("", validation_alias=_env("MCP_ALLOWED_HOSTS"))
+    # Host names the server answers for besides localhost, on /mcp and /v1 alike (MCP_ALLOWED_HOSTS
+    # is the name it had when only /mcp checked it).
+    mcp_allowed_hosts: str = Field("", validation_alias=_env("ALLOWED_HOSTS", "MCP_ALLOWED_HOSTS", "mcp_allowed_hosts"))
     max_query_chars: int = Field(2000, validation_alias=_env("MAX_QUERY_CHARS"))
     max_body_bytes: int = Field(64_000, validation_alias=_env("MAX_BODY_BYTES"))
     max_passage_chars: int = Field(4000, validation_alias=_env("MAX_PASSAGE_CHARS"))

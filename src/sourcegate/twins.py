@@ -225,7 +225,8 @@ def refresh_twins(store) -> int:
             continue
         r = exp.record
         doc = Document(id=r.id, title=r.title, text="", url=r.url, source_type=r.source_type, version=r.version,
-                       status=r.status, updated_at=r.updated_at, path=r.source_path, content_hash=r.content_hash)
+                       status=r.status, updated_at=r.updated_at, path=r.source_path, content_hash=r.content_hash,
+                       metadata=dict(r.metadata))
         store.upsert_document(doc, exp.chunks, exp.vectors, [f or None for f in feats], source_path=r.source_path)
         rewritten += 1
     log.debug("twins refreshed: %d passages with twins, %d documents rewritten", len(twins), rewritten)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .answer import sentences
+from .answer import polar_verdict, sentences
 from .crosslingual import detect_language, load_glossary
 from .models import Candidate
 from .normalize import fold
@@ -48,6 +48,9 @@ class CheckThresholds:
 
 
 # -- words ----------------------------------------------------------------------------------------
+
+_OPENS_YES = re.compile(r"^\W*(yes|oui)\b", re.I)
+_OPENS_NO = re.compile(r"^\W*(no|non)\b", re.I)
 
 _WORD = re.compile(r"[\w'’-]+")
 # A sentence that grants: "yes", "you can", "it is safe", "oui", "vous pouvez".
@@ -321,9 +324,20 @@ class SourceCheck:
             out.append(found)
         return out
 
-    def answer_problems(self, bodies: list[str]) -> list[tuple[str, str]]:
-        """Faults of the answer as a whole: a question asking for a quantity answered without one."""
+    def answer_problems(self, bodies: list[str], passages: list[Candidate] | None = None) -> list[tuple[str, str]]:
+        """Faults of the answer as a whole: a question asking for a quantity answered without one;
+        a yes/no question answered Yes where the passages settle it No, or the reverse (the
+        extractive writer's `polar_verdict`, so both writers say the same)."""
         if self.premise is None and _QUANTITY_QUESTION.search(self.question) \
                 and not any(_QUANTITY_WORDS.search(_IDENT_LIKE.sub(" ", b)) for b in bodies):
             return [("no_quantity", "the question asks for a quantity and the answer states none")]
+        if passages and bodies and self.premise is None and not any(c.gate_reason for c in passages
+                                                                     if c.gate_reason != "evidence"):
+            verdict = polar_verdict(self.question, passages)
+            said = "yes" if _OPENS_YES.match(bodies[0]) else ("no" if _OPENS_NO.match(bodies[0]) else None)
+            if verdict is not None and said is not None:
+                settled = "no" if verdict[0] in ("No", "Non") else "yes"
+                if said != settled:
+                    return [("reversed_yes_no", f"answers {said} where the passages settle it {settled}: "
+                                                f"{verdict[2][:80]!r}")]
         return []

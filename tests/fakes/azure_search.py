@@ -350,8 +350,8 @@ class FakeSearchService:
 
     @staticmethod
     def _filter(expr: str | None, fields: dict[str, dict]):
-        """OData: clauses joined by `and`, each `field eq|ne 'literal'`, `field eq|ne number` or
-        `search.in(field, 'a,b', ',')`."""
+        """OData: clauses joined by `and`, each `field eq|ne|gt|ge|lt|le 'literal'`, `field eq|ne number`,
+        `search.in(field, 'a,b', ',')` or `collection/any(t: t eq 'literal')`."""
         if not expr:
             return lambda d: True
         clauses = []
@@ -362,12 +362,22 @@ class FakeSearchService:
                 allowed = set(values.split(delim) if delim else re.split(r"[ ,]", values))
                 clauses.append((fname, lambda v, a=allowed: v in a))
                 continue
-            m = re.fullmatch(r"(\w+)\s+(eq|ne)\s+(?:'((?:[^']|'')*)'|(-?\d+))", part.strip())
+            m = re.fullmatch(r"(\w+)/any\((\w+):\s*(\w+)\s+eq\s+'((?:[^']|'')*)'\)", part.strip())
+            if m:
+                if m.group(2) != m.group(3):
+                    raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: unknown variable in '{part}'.")
+                value = m.group(4).replace("''", "'")
+                clauses.append((m.group(1), lambda v, x=value: isinstance(v, list) and x in v))
+                continue
+            m = re.fullmatch(r"(\w+)\s+(eq|ne|gt|ge|lt|le)\s+(?:'((?:[^']|'')*)'|(-?\d+))", part.strip())
             if not m:
                 raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: syntax error in '{part}'.")
             fname, op = m.group(1), m.group(2)
             value = m.group(3).replace("''", "'") if m.group(3) is not None else int(m.group(4))
-            clauses.append((fname, (lambda v, x=value: v == x) if op == "eq" else (lambda v, x=value: v != x)))
+            compare = {"eq": lambda v, x: v == x, "ne": lambda v, x: v != x,
+                       "gt": lambda v, x: v is not None and v > x, "ge": lambda v, x: v is not None and v >= x,
+                       "lt": lambda v, x: v is not None and v < x, "le": lambda v, x: v is not None and v <= x}[op]
+            clauses.append((fname, lambda v, x=value, c=compare: c(v, x)))
         for fname, _ in clauses:
             if not (fields.get(fname) or {}).get("filterable"):
                 raise ServiceError(400, "InvalidRequestParameter", f"The field '{fname}' is not filterable.")

@@ -586,7 +586,11 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
     click.echo(format_tradeoff(res))
     click.echo("")
     click.echo(f"before: {_fmt(res.before)}")
-    click.echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
+    if res.suggested is not None and res.suggested == res.thresholds:
+        click.echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
+    else:  # an `after:` would read as what the settings below give, and they are not these
+        click.echo(f"fitted: {_fmt(res.after)}  (under --max-unsafe {res.max_unsafe_rate:.2f}; not the setting "
+                   + ("suggested below)" if res.suggested is not None else "suggested: see below)"))
     click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
                f"(on the {res.cases} cases the thresholds were fitted to)")
     if res.cross_validated:

@@ -95,18 +95,68 @@ def chunk_id(doc_id: str, ordinal: int, text: str) -> str:
     return f"{doc_id}#{ordinal:04d}-{digest}"
 
 
+def _breaks(doc: Document) -> list[int]:
+    """Where a chunk must start: each page (PDF) and each heading with text of its own under it
+    (DOCX, Markdown, HTML), so that every sentence of a chunk has the chunk's page and heading path
+    and a citation points to the place of the sentence it quotes. A heading followed directly by
+    a deeper one starts the chunk of the deeper one."""
+    heads = sorted({h[0] for h in doc.headings})
+    pages = {p[0] for p in doc.pages}
+    marks = sorted(pages | set(heads))
+    keep: set[int] = set(pages)
+    for n, pos in enumerate(marks):
+        if pos in pages:
+            continue
+        # A heading's section runs to the next mark; keep the mark where the previous section (a
+        # heading alone) has text of its own, else that heading's chunk starts here.
+        prev = marks[n - 1] if n else None
+        if prev is None or prev in pages or _has_body(doc.text, prev, pos):
+            keep.add(pos)
+    return sorted(p for p in keep if 0 < p < len(doc.text))
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
+
+
+def _has_body(text: str, heading_pos: int, end: int) -> bool:
+    return bool(text[_line_end(text, heading_pos):end].strip())
+
+
+def _section_spans(doc: Document, size: int, overlap: int) -> list[tuple[int, int]]:
+    breaks = _breaks(doc)
+    if not breaks:
+        return chunk_spans(doc.text, size, overlap)
+    bounds = [0, *breaks, len(doc.text)]
+    spans: list[tuple[int, int]] = []
+    for a, b in zip(bounds, bounds[1:]):
+        spans += [(a + x, a + y) for x, y in chunk_spans(doc.text[a:b], size, overlap)]
+    return spans
+
+
+def _body_start(doc: Document, a: int, head_starts: set[int]) -> int:
+    """The chunk's first position past the heading lines it opens with."""
+    while a in head_starts:
+        a = _line_end(doc.text, a)
+        while a < len(doc.text) and doc.text[a].isspace():
+            a += 1
+    return a
+
+
 def chunk_document(doc: Document, size: int = 800, overlap: int = 120) -> list[Chunk]:
     page_starts = [p[0] for p in doc.pages]
     head_starts = [h[0] for h in doc.headings]
+    head_set = set(head_starts)
     chunks = []
-    for n, (a, b) in enumerate(chunk_spans(doc.text, size, overlap)):
+    for n, (a, b) in enumerate(_section_spans(doc, size, overlap)):
         text = doc.text[a:b].strip()
         page = heading = None
         if doc.pages:
             k = bisect.bisect_right(page_starts, a) - 1
             page = doc.pages[max(k, 0)][1]
         if doc.headings:
-            k = bisect.bisect_right(head_starts, a) - 1
+            k = bisect.bisect_right(head_starts, min(_body_start(doc, a, head_set), b - 1)) - 1
             heading = doc.headings[k][1] if k >= 0 else None
         chunks.append(Chunk(id=chunk_id(doc.id, n, text), doc_id=doc.id, ordinal=n, text=text, start=a, page=page, heading=heading))
     return chunks

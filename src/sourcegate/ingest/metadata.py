@@ -60,15 +60,33 @@ def _text(value: Any) -> str | None:
     return text or None
 
 
-def normalize(raw: Mapping[str, Any], *, strict: bool = False, origin: str = "") -> dict[str, str]:
+# Other keys of front matter, sidecars and manifests (`model`, `product`, `site`) are kept as the
+# document's metadata, for per-request filters: names like these, scalar values, a bounded number.
+EXTRA_KEY = re.compile(r"[a-z][a-z0-9_]{0,39}")
+EXTRA_MAX_KEYS = 32
+EXTRA_MAX_CHARS = 200
+# Names a filter gives another meaning (or that the document's own fields hold).
+RESERVED_KEYS = frozenset({"id", "doc_id", "text", "content_hash", "metadata", "page", "section", "heading"})
+
+
+def normalize(raw: Mapping[str, Any], *, strict: bool = False, origin: str = "",
+              extra: bool = False) -> dict[str, str]:
     """The known fields of `raw` as text, keys lower-cased and aliases resolved; status lower-case,
     out-of-service words stored as `archived`. `strict` (sidecars and manifests, written for
-    sourcegate) refuses a field whose value is not a scalar instead of ignoring it."""
+    sourcegate) refuses a field whose value is not a scalar instead of ignoring it. With `extra`
+    (front matter, sidecars, manifests), other keys with a scalar value are kept too, as
+    `metadata.NAME` entries that `apply` puts in `Document.metadata`."""
     out: dict[str, str] = {}
+    kept = 0
     for key, value in raw.items():
         name = str(key).strip().lower().replace("-", "_").replace(" ", "_")
         name = ALIASES.get(name, name)
         if name not in FIELDS:
+            if extra and kept < EXTRA_MAX_KEYS and EXTRA_KEY.fullmatch(name) and name not in RESERVED_KEYS:
+                text = _text(value)
+                if text is not None:
+                    out[f"metadata.{name}"] = text[:EXTRA_MAX_CHARS]
+                    kept += 1
             continue
         text = _text(value)
         if text is None:
@@ -85,7 +103,10 @@ def normalize(raw: Mapping[str, Any], *, strict: bool = False, origin: str = "")
 
 def apply(doc: Document, fields: Mapping[str, str]) -> None:
     for name, value in fields.items():
-        setattr(doc, name, value)
+        if name.startswith("metadata."):
+            doc.metadata[name.removeprefix("metadata.")] = value
+        else:
+            setattr(doc, name, value)
 
 
 # -- sidecars and manifests ------------------------------------------------------------------------
@@ -142,9 +163,9 @@ def sidecar_metadata(path: Path) -> dict[str, str]:
                 continue
             if not isinstance(entry, dict):
                 raise IngestError(f"metadata file {meta.name}: the entry for {path.name!r} is not an object of fields")
-            fields.update(normalize(entry, strict=True, origin=f"{meta.name} [{path.name}]"))
+            fields.update(normalize(entry, strict=True, origin=f"{meta.name} [{path.name}]", extra=True))
         else:
-            fields.update(normalize(_read_json_object(meta), strict=True, origin=meta.name))
+            fields.update(normalize(_read_json_object(meta), strict=True, origin=meta.name, extra=True))
     return fields
 
 
@@ -181,7 +202,7 @@ def split_front_matter(source: str) -> tuple[dict[str, str], str]:
         return {}, source
     if not isinstance(data, dict):
         return {}, source
-    return normalize(data), source[m.end():]
+    return normalize(data, extra=True), source[m.end():]
 
 
 PLACEHOLDER_TITLES = {"untitled", "(untitled)", "untitled document", "anonymous", "(anonymous)", "no title",

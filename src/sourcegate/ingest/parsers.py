@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import shutil
 import stat
 import tempfile
@@ -303,6 +304,19 @@ def _html_metadata(soup) -> dict[str, str]:
     return normalize(raw)
 
 
+def table_lines(rows: list[list[str | None]]) -> list[str]:
+    """A table read row by row, as Markdown tables are: one line per row, its cells joined by
+    ` | ` (the header row first), so a label and its value stay together. A cell spanning several
+    columns (merged in DOCX, or repeated by the extractor) is said once; empty rows are left out."""
+    out = []
+    for row in rows:
+        cells = [" ".join((c or "").split()) for c in row]
+        cells = [c for c in cells if c]
+        if cells:
+            out.append(" | ".join(dict.fromkeys(cells)))
+    return out
+
+
 def parse_docx(path: Path, doc_id: str) -> list[Document]:
     if not zipfile.is_zipfile(path):
         raise IngestError("not a valid DOCX file (not a zip archive)")
@@ -339,11 +353,19 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     names = {s.style_id: s.name or "" for s in d.styles}
     default_style = d.styles.default(WD_STYLE_TYPE.PARAGRAPH)
     default_name = (default_style.name or "") if default_style is not None else ""
-    for para in d.paragraphs:
-        text = para.text.strip()
+    from docx.table import Table
+
+    # Paragraphs and tables in the order they are in the document: a table stays under its heading.
+    for item in d.iter_inner_content():
+        if isinstance(item, Table):
+            for line in table_lines([[c.text for c in row.cells] for row in item.rows]):
+                blocks.append(line)
+                pos += len(line) + 2
+            continue
+        text = item.text.strip()
         if not text:
             continue
-        style_id = para._p.style
+        style_id = item._p.style
         style = names.get(style_id, default_name) if style_id else default_name
         m = re.match(r"(?:Heading|Titre)\s*(\d)", style)
         if m or style == "Title":
@@ -353,13 +375,6 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
             title = title or text
         blocks.append(text)
         pos += len(text) + 2
-    for table in d.tables:
-        for row in table.rows:
-            cells = [c.text.strip() for c in row.cells if c.text.strip()]
-            if cells:
-                line = " | ".join(dict.fromkeys(cells))
-                blocks.append(line)
-                pos += len(line) + 2
     text = "\n\n".join(blocks)
     _require_text(text, "DOCX file")
     from .metadata import apply, normalize
@@ -412,6 +427,7 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
             if not ok:
                 raise IngestError("encrypted PDF (a password is required); decrypt it first")
         page_texts = [(p.extract_text() or "") for p in reader.pages]
+        ruled = [n for n, p in enumerate(reader.pages) if _draws_lines(p)]
         info: dict = {}
         try:
             info = {str(k).lstrip("/"): v for k, v in (reader.metadata or {}).items()}
@@ -431,6 +447,9 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
         raise IngestError("empty PDF (no pages)")
     if not any(t.strip() for t in page_texts):
         page_texts = _ocr_pdf(path)
+    elif ruled:
+        for n, text in _pdf_pages_with_tables(path, ruled).items():
+            page_texts[n] = text
     parts, pages, pos = [], [], 0
     for n, t in enumerate(page_texts, start=1):
         t = _clean(t)
@@ -451,6 +470,58 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
     doc = Document(id=doc_id, title=meta_title, text=text, pages=pages)
     apply(doc, meta)
     return [doc]
+
+
+# A content stream that draws a rectangle (`x y w h re`) or a line (`x y l`): the only pages where
+# a ruled table can be, and the only ones handed to the table extractor (which parses a page
+# several times slower than the text extraction).
+# Seconds one file may spend in the table extractor (about 40 ms a page of ruled table on 2 busy
+# cores, 25 times the text layer's time): past it, the remaining pages keep their text layer, so a
+# book of tables is still read within SOURCEGATE_PARSE_TIMEOUT_S.
+PDF_TABLE_BUDGET_S = 20.0
+_DRAWS_LINES = re.compile(rb"(?:-?[\d.]+\s+){3}-?[\d.]+\s+re\b|(?:-?[\d.]+\s+)-?[\d.]+\s+l\b")
+
+
+def _draws_lines(page) -> bool:
+    try:
+        contents = page.get_contents()
+        return contents is not None and bool(_DRAWS_LINES.search(contents.get_data()))
+    except Exception:
+        return False
+
+
+def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str]:
+    """The text of the pages (0-based numbers) that hold ruled tables, with each table read row
+    by row (`table_lines`) where it stands on the page, between the text above and below it;
+    pages without a table, or where pdfplumber is not installed or fails, are left out."""
+    try:
+        import pdfplumber
+    except ImportError:
+        return {}
+    out: dict[int, str] = {}
+    deadline = time.monotonic() + PDF_TABLE_BUDGET_S
+    try:
+        with pdfplumber.open(str(path)) as pdf:
+            for n in page_numbers:
+                if time.monotonic() > deadline:
+                    break
+                page = pdf.pages[n]
+                tables = sorted(page.find_tables(), key=lambda t: t.bbox[1])
+                if not tables:
+                    continue
+                parts, top = [], page.bbox[1]
+                x0, _, x1, bottom = page.bbox
+                for table in tables:
+                    if table.bbox[1] > top:
+                        parts.append(page.crop((x0, top, x1, table.bbox[1])).extract_text() or "")
+                    parts.append("\n\n".join(table_lines(table.extract())))
+                    top = max(top, table.bbox[3])
+                if bottom > top:
+                    parts.append(page.crop((x0, top, x1, bottom)).extract_text() or "")
+                out[n] = "\n\n".join(p for p in parts if p.strip())
+    except Exception:  # a table extractor's failure leaves the text layer as it was read
+        return out
+    return out
 
 
 def _text_of(value) -> str | None:

@@ -60,11 +60,11 @@ class IngestReport:
 
 
 def content_hash(doc: Document, salt: str = "") -> str:
-    payload = json.dumps(
-        [doc.title, doc.text, doc.url, doc.source_type, doc.version, doc.status, doc.updated_at, doc.pages,
-         doc.headings, salt],
-        ensure_ascii=False, separators=(",", ":"),
-    )
+    fields = [doc.title, doc.text, doc.url, doc.source_type, doc.version, doc.status, doc.updated_at, doc.pages,
+              doc.headings, salt]
+    if doc.metadata:  # only then: documents without any are not ingested again for it
+        fields.append(sorted(doc.metadata.items()))
+    payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -53,6 +53,8 @@ PROTECTED_PREFIXES = ("/mcp", "/v1/")
 INTERFACE_HEADER = "x-sourcegate-interface"
 _REQUEST_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _AUDIT_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# A Host header quoted back in a refusal only when it is a plain host name.
+_HOST_NAME = re.compile(r"^[A-Za-z0-9.-]{1,253}$")
 # How long a question that arrives while the server starts waits for the library to load.
 STARTUP_WAIT_S = 60.0
 # Seconds between attempts to open a library that could not be opened (then every last one).
@@ -69,9 +71,9 @@ current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
-    """DNS-rebinding protection for /mcp: localhost always, plus the hosts in MCP_ALLOWED_HOSTS
+    """DNS-rebinding protection for /mcp and /v1: localhost always, plus the hosts in ALLOWED_HOSTS
     (comma list of host names, host:port or URLs; `*` turns the check off, e.g. behind a proxy
-    that already validates Host)."""
+    that already validates Host). `GuardMiddleware` applies it to both, with one message."""
     extra = [h.strip() for h in settings.mcp_allowed_hosts.split(",") if h.strip()]
     if "*" in extra:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
@@ -91,7 +93,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
 
 def openapi_server_url(settings: Settings, request: Request) -> str:
     """The `servers` URL of /openapi.json: the request's own when its Host is one the server
-    answers for (localhost, MCP_ALLOWED_HOSTS, or any with `*`), else the first allowed host
+    answers for (localhost, ALLOWED_HOSTS, or any with `*`), else the first allowed host
     (https), else localhost. A Host header alone never writes a URL into the document."""
     security = transport_security(settings)
     host = request.headers.get("host", "").lower()
@@ -164,20 +166,25 @@ class GuardMiddleware:
         self.metrics = metrics
         self.security = transport_security(settings)
 
-    def rebinding_refusal(self, path: str, headers: dict[str, str]) -> Response | None:
-        """Without a key, a page on another site that rebinds its name to this server's address
-        could read answers and audit records: the REST routes check Host and Origin as /mcp does
-        (localhost, plus MCP_ALLOWED_HOSTS)."""
-        if self.settings.mcp_api_key or not self.security.enable_dns_rebinding_protection:
+    def rebinding_refusal(self, path: str, headers: dict[str, str]) -> tuple[Response, dict[str, str]] | None:
+        """A page on another site that rebinds its name to this server's address must not reach
+        /mcp or /v1: both answer only for localhost and the names in ALLOWED_HOSTS, whether or
+        not a key is set (one rule, so a name that works for REST works for MCP). Returns the
+        refusal and the fields its log line carries, or None."""
+        if not self.security.enable_dns_rebinding_protection or not path.startswith(PROTECTED_PREFIXES):
             return None
-        if not path.startswith("/v1/"):
-            return None
-        if not _host_allowed(self.security, headers.get("host", "")):
-            return _json_error(421, "this server does not answer for that Host: add the name to MCP_ALLOWED_HOSTS, "
-                                    "or set MCP_API_KEY")
+        host = headers.get("host", "")
+        if not _host_allowed(self.security, host):
+            name = host.rpartition(":")[0] if re.search(r":\d+$", host) else host
+            shown = name if _HOST_NAME.match(name) else "the public host name"
+            fix = f"add the name to ALLOWED_HOSTS (ALLOWED_HOSTS={shown}, comma separated for several)"
+            return (_json_error(421, f"this server does not answer for the Host header it was sent: {fix}"),
+                    {"host": host[:100], "setting": "ALLOWED_HOSTS", "fix": fix})
         origin = headers.get("origin")
         if origin and not _origin_allowed(self.security, origin):
-            return _json_error(403, "requests from that Origin are refused: add its host to MCP_ALLOWED_HOSTS")
+            fix = "add the page's host name to ALLOWED_HOSTS"
+            return (_json_error(403, f"requests from that Origin are refused: {fix}"),
+                    {"origin": origin[:200], "setting": "ALLOWED_HOSTS", "fix": fix})
         return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -211,9 +218,10 @@ class GuardMiddleware:
                 return
             refused = self.rebinding_refusal(path, headers)
             if refused is not None:
+                response, fields = refused
                 self.metrics.observe_rejected(interface, "host")
-                log_rejected(interface, "host", rid)
-                await refused(scope, receive, send_wrapped)
+                log_rejected(interface, "host", rid, **fields)
+                await response(scope, receive, send_wrapped)
                 return
             key = self.settings.mcp_api_key
             if key and path.startswith(PROTECTED_PREFIXES):
@@ -221,8 +229,12 @@ class GuardMiddleware:
                 if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
                     self.metrics.observe_rejected(interface, "auth")
                     log_rejected(interface, "auth", rid)
-                    msg = ("missing API key: send it in the x-api-key header" if not given
-                           else "wrong API key in the x-api-key header")
+                    if interface == "web":  # a person at the page: the box, not a header
+                        msg = ("this server needs its API key: type it in the API key box and ask again" if not given
+                               else "wrong API key: check the key in the API key box and ask again")
+                    else:
+                        msg = ("missing API key: send it in the x-api-key header" if not given
+                               else "wrong API key in the x-api-key header")
                     await _json_error(401, msg)(scope, receive, send_wrapped)
                     return
             cap = self.settings.max_body_bytes
@@ -505,20 +517,23 @@ AUDIT_UNWRITABLE = ("no answer is given while the audit log cannot be written (a
 ASK_BODY_HINT = 'send {"query": "your question"}'
 
 
-def parse_question(body: bytes) -> tuple[str, int]:
-    """The query of an /v1/ask body and 0, or the reason it is refused and the status (400 for a
-    body that is not JSON, 422 for JSON that is not a question)."""
+def parse_question(body: bytes) -> tuple[str, int, dict[str, Any] | None]:
+    """The query of an /v1/ask body, 0 and its `filters` (or None), or the reason it is refused,
+    the status (400 for a body that is not JSON, 422 for JSON that is not a question) and None."""
     try:
         payload = json.loads(body or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError):
-        return f"the body is not valid JSON (UTF-8): {ASK_BODY_HINT}", 400
+        return f"the body is not valid JSON (UTF-8): {ASK_BODY_HINT}", 400, None
     except RecursionError:
-        return f"the body is nested too deeply: {ASK_BODY_HINT}", 400
+        return f"the body is nested too deeply: {ASK_BODY_HINT}", 400, None
     except ValueError as e:  # an integer with more digits than Python converts
-        return f"the body holds a number that cannot be read ({str(e)[:80]}): {ASK_BODY_HINT}", 400
+        return f"the body holds a number that cannot be read ({str(e)[:80]}): {ASK_BODY_HINT}", 400, None
     if not isinstance(payload, dict) or not isinstance(payload.get("query"), str):
-        return f'expected a JSON object with a string query: {ASK_BODY_HINT}', 422
-    return payload["query"], 0
+        return f'expected a JSON object with a string query: {ASK_BODY_HINT}', 422, None
+    filters = payload.get("filters")
+    if filters is not None and not isinstance(filters, dict):
+        return 'filters must be an object of key: value pairs, e.g. {"model": "HG-3"}', 422, None
+    return payload["query"], 0, filters or None
 
 
 def _hash_source(text: str) -> str:
@@ -573,7 +588,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     metrics = Metrics()
     admission = AdmissionControl.from_settings(settings)
 
-    async def ask(query: str, interface: str,
+    async def ask(query: str, interface: str, filters: dict[str, Any] | None = None,
                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
         """One question through admission control, with its metrics and log line. `on_event` is
         called from the worker thread (see `SourceGate.ask`)."""
@@ -595,7 +610,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             async with admission.slot():
                 t0 = time.perf_counter()
                 result = await anyio.to_thread.run_sync(
-                    functools.partial(g.ask, query, interface=interface, on_event=on_event))
+                    functools.partial(g.ask, query, interface=interface, on_event=on_event, filters=filters))
         except Overloaded as e:
             metrics.observe_rejected(interface, "overloaded")
             log_rejected(interface, "overloaded", rid, detail=e.reason, retry_after_s=e.retry_after)
@@ -624,8 +639,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         log_ask(result, interface, settings, rid, g)
         return result
 
-    async def mcp_ask(query: str) -> AskResult:
-        return await ask(query, "mcp")
+    async def mcp_ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
+        return await ask(query, "mcp", filters)
 
     mcp_server = build_mcp_server(settings, mcp_ask)
     mcp_endpoint = _McpEndpoint()
@@ -633,7 +648,10 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         manager = StreamableHTTPSessionManager(
-            app=mcp_server, json_response=True, stateless=True, security_settings=transport_security(settings),
+            # Host and Origin are checked by GuardMiddleware for /mcp and /v1 alike, with a refusal
+            # that names ALLOWED_HOSTS (the SDK's own check answers a bare "Invalid Host header").
+            app=mcp_server, json_response=True, stateless=True,
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
             max_request_body_size=settings.max_body_bytes,
         )
         async with anyio.create_task_group() as tasks:
@@ -651,16 +669,16 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             holder.gate.close()
             holder.gate = None
 
-    async def read_question(request: Request) -> tuple[str, str] | Response:
-        """(query, interface) from a request to /v1/ask or /v1/ask/stream, or the error response
-        (400 or 422, counted and logged as rejected: no body makes a 500)."""
+    async def read_question(request: Request) -> tuple[str, str, dict[str, Any] | None] | Response:
+        """(query, interface, filters) from a request to /v1/ask or /v1/ask/stream, or the error
+        response (400 or 422, counted and logged as rejected: no body makes a 500)."""
         interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
-        problem, status = parse_question(await request.body())
+        problem, status, filters = parse_question(await request.body())
         if status:
             metrics.observe_rejected(interface, "bad_body")
             log_rejected(interface, "bad_body", current_request_id.get() or new_request_id())
             return _json_error(status, problem)
-        return problem, interface
+        return problem, interface, filters
 
     def refusal(e: Exception) -> Response:
         """The response to an exception raised before any answer was given; any other than a
@@ -812,8 +830,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000, sockets
 
     configure_logging(settings.log_level or "info")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_allowed_hosts:
-        log.warning("serving on a non-local address without MCP_ALLOWED_HOSTS: /mcp (and /v1 without MCP_API_KEY) "
-                    "answers 421 to requests whose Host header is not localhost; set MCP_ALLOWED_HOSTS=your.host.name")
+        log.warning("serving on a non-local address without ALLOWED_HOSTS: /mcp and /v1 answer 421 to requests "
+                    "whose Host header is not localhost; set ALLOWED_HOSTS=your.host.name")
     audit_lookup = is_loopback(host) or bool(settings.mcp_api_key)
     if not audit_lookup:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the "

@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from ..answer import conflict_warnings
+from ..answer import conflict_warnings, source_line
 from ..inert import inert_markup
 from ..service import AskResult, QueryError
 from ..settings import Settings
@@ -73,15 +73,34 @@ def _passage_schema(openapi: bool) -> dict[str, Any]:
                                "trusted): a lower-tier source never outweighs a higher-tier one."}, openapi),
             "reason": _nullable({"type": "string", "description": "Why the gate kept it here: evidence, "
                                  "evidence_disagrees, contradicts_premise or disagrees_with_higher_tier."}, openapi),
+            "page": _nullable({"type": "integer", "description": "Page of the passage (PDF); cite it as p. N."},
+                              openapi),
+            "section": _nullable({"type": "string", "description": "Heading path of the passage (`Chapter > "
+                                  "Section`) in DOCX, Markdown and HTML documents."}, openapi),
+            "link": _nullable({"type": "string", "description": "The document's URL opened at the passage "
+                               "(#page=N for a PDF, the heading's anchor): the link to cite."}, openapi),
         },
         "required": ["id", "doc_id", "title", "text", "scores"],
     }
 
 
+FILTERS_DESCRIPTION = (
+    "Optional. Only search documents whose metadata match every key: value given, e.g. "
+    '{"model": "HG-3"} or {"source_type": "manual", "version": "3"}. Keys: source_type, version, '
+    "status, doc_id (a prefix of the document id) and the library's front-matter keys. Leave it out "
+    "unless the user named the model, product, version or kind of document; an unknown key is an error "
+    "that lists the keys."
+)
+
+
 def input_schema() -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {"query": {"type": "string", "description": QUERY_DESCRIPTION}},
+        "properties": {
+            "query": {"type": "string", "description": QUERY_DESCRIPTION},
+            "filters": {"type": "object", "description": FILTERS_DESCRIPTION,
+                        "additionalProperties": {"type": "string"}},
+        },
         "required": ["query"],
     }
 
@@ -188,7 +207,8 @@ def result_text(data: dict[str, Any]) -> str:
         lines.append("")
         lines.append("sources:")
         for n, p in enumerate(sources, start=1):
-            lines.append(inert_markup(f"[{n}] {p['title']} ({p['doc_id']})") + (f" {p['url']}" if p.get("url") else ""))
+            lines.append(inert_markup(source_line(n, p["title"], p["doc_id"], p.get("page"), p.get("section")))
+                         + (f" {p.get('link') or p['url']}" if p.get("url") else ""))
     writer = data.get("writer") or {}
     if writer.get("path") in ("local", "cloud"):
         lines.append(f"written by: {writer.get('model') or 'a language model'} ({writer['path']}); "
@@ -207,7 +227,7 @@ def to_tool_result(result: AskResult) -> types.CallToolResult:
                                 structured_content=data)
 
 
-AskFn = Callable[[str], Awaitable[AskResult]]
+AskFn = Callable[[str, "dict[str, Any] | None"], Awaitable[AskResult]]
 
 
 def _server_version() -> str:
@@ -231,8 +251,11 @@ def build_mcp_server(settings: Settings, ask: AskFn) -> Server:
         query = (params.arguments or {}).get("query")
         if not isinstance(query, str):
             return error_result("missing argument 'query': pass the user's question as a string")
+        filters = (params.arguments or {}).get("filters")
+        if filters is not None and not isinstance(filters, dict):
+            return error_result('argument \'filters\' must be an object of key: value pairs, e.g. {"model": "HG-3"}')
         try:
-            result = await ask(query)
+            result = await ask(query, filters or None)
         except QueryError as e:
             # A tool error the agent can read and act on, not a protocol fault.
             return error_result(f"query refused: {e}")
@@ -266,16 +289,16 @@ def run_stdio(settings: Settings) -> None:
 
     gate: SourceGate | None = None
 
-    def _ask_sync(query: str) -> AskResult:
+    def _ask_sync(query: str, filters: dict[str, Any] | None = None) -> AskResult:
         nonlocal gate
         if gate is None:
             gate = SourceGate(settings)
-        result = gate.ask(query, interface="mcp")
+        result = gate.ask(query, interface="mcp", filters=filters)
         log_ask(result, "mcp", settings, new_request_id(), gate)
         return result
 
-    async def ask(query: str) -> AskResult:
-        return await anyio.to_thread.run_sync(_ask_sync, query)
+    async def ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
+        return await anyio.to_thread.run_sync(_ask_sync, query, filters)
 
     server = build_mcp_server(settings, ask)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..settings import Settings
-from .mcp_tool import QUERY_DESCRIPTION, output_schema
+from .mcp_tool import FILTERS_DESCRIPTION, QUERY_DESCRIPTION, output_schema
 
 API_KEY_HEADER = "x-api-key"
 
@@ -54,7 +54,10 @@ def _question_body(settings: Settings) -> dict[str, Any]:
         "content": {"application/json": {"schema": {
             "type": "object",
             "properties": {"query": {"type": "string", "description": QUERY_DESCRIPTION,
-                                     "x-ms-summary": "Question", "maxLength": settings.max_query_chars}},
+                                     "x-ms-summary": "Question", "maxLength": settings.max_query_chars},
+                           "filters": {"type": "object", "description": FILTERS_DESCRIPTION,
+                                       "x-ms-summary": "Filters", "x-ms-visibility": "advanced",
+                                       "additionalProperties": {"type": "string"}}},
             "required": ["query"],
         }}},
     }

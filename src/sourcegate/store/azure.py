@@ -75,12 +75,26 @@ def odata_literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def metadata_tags(metadata: dict[str, str]) -> list[str]:
+    """A document's metadata as the chunks' `tags` collection: `key=value` strings, filtered with
+    `tags/any(t: t eq 'model=HG-3')`."""
+    return [f"{k}={v}" for k, v in sorted(metadata.items())]
+
+
 def filter_expression(filters: SearchFilters, extra: Iterable[str] = ()) -> str | None:
     clauses = [f"status ne {odata_literal(s)}" for s in filters.exclude_status]
     for col in ("status", "source_type", "version"):
         val = getattr(filters, col)
         if val is not None:
             clauses.append(f"{col} eq {odata_literal(val)}")
+    prefix = filters.doc_id_prefix
+    if prefix:
+        # OData has no startswith in $filter: ids from the prefix up to (not including) the prefix
+        # with its last character raised by one, in the service's ordinal string order.
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        clauses.append(f"doc_id ge {odata_literal(prefix)} and doc_id lt {odata_literal(upper)}")
+    for tag in metadata_tags(dict(filters.metadata)):
+        clauses.append(f"tags/any(t: t eq {odata_literal(tag)})")
     clauses.extend(extra)
     return " and ".join(clauses) or None
 
@@ -196,6 +210,8 @@ class AzureSearchStore:
                 SimpleField(name="content_hash", type=SearchFieldDataType.STRING),
                 SimpleField(name="page", type=SearchFieldDataType.INT32),
                 SimpleField(name="features", type=SearchFieldDataType.STRING),
+                SimpleField(name="tags", type=SearchFieldDataType.Collection(SearchFieldDataType.STRING),
+                            filterable=True),
                 SearchField(name="embedding", type="Collection(Edm.Single)", searchable=True, retrievable=True,
                             stored=True, vector_search_dimensions=self.dim, vector_search_profile_name=VECTOR_PROFILE),
             ],
@@ -235,6 +251,7 @@ class AzureSearchStore:
                 SimpleField(name="embedder", type=SearchFieldDataType.STRING),
                 SimpleField(name="dim", type=SearchFieldDataType.INT32),
                 SimpleField(name="analyzer", type=SearchFieldDataType.STRING),
+                SimpleField(name="metadata", type=SearchFieldDataType.STRING),
             ],
         )
         return chunks, documents
@@ -253,6 +270,10 @@ class AzureSearchStore:
                     continue
                 if definition is chunks_def:
                     self._check_existing(existing)
+                have = {f.name for f in existing.fields}
+                if any(f.name not in have for f in definition.fields):
+                    # An index made by an earlier version: the service lets fields be added.
+                    self._indexes.create_or_update_index(definition)
             meta = self._lookup(self._docs, META_KEY)
         except (ClientAuthenticationError, HttpResponseError) as e:
             if isinstance(e, ClientAuthenticationError) or e.status_code in (401, 403):
@@ -325,7 +346,7 @@ class AzureSearchStore:
             "@search.action": "mergeOrUpload", "key": encode_key(ch.id), "chunk_id": ch.id, "doc_id": doc.id,
             "ordinal": ch.ordinal, "title": doc.title, "heading": ch.heading, "text": ch.text, "url": doc.url,
             "version": doc.version or "", "status": status, "source_type": doc.source_type or "",
-            "content_hash": doc.content_hash, "page": ch.page,
+            "content_hash": doc.content_hash, "page": ch.page, "tags": metadata_tags(doc.metadata or {}),
             "features": json.dumps(feat, separators=(",", ":")) if feat is not None else None,
             "embedding": vec.tolist(),
         } for ch, vec, feat in zip(chunks, vectors, features)]
@@ -339,6 +360,7 @@ class AzureSearchStore:
             "title": doc.title, "url": doc.url, "source_type": doc.source_type, "version": doc.version,
             "status": status, "updated_at": doc.updated_at, "content_hash": doc.content_hash,
             "source_path": source_path, "chunk_count": len(chunks), "chunk_ids": [ch.id for ch in chunks],
+            "metadata": json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True),
             "ingested_at": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
         }])
 
@@ -357,7 +379,7 @@ class AzureSearchStore:
 
     # -- reads --------------------------------------------------------------------------------
     _DOC_SELECT = ["doc_id", "title", "url", "source_type", "version", "status", "updated_at", "content_hash",
-                   "source_path", "chunk_count"]
+                   "source_path", "chunk_count", "metadata"]
 
     @staticmethod
     def _record(r: dict) -> DocumentRecord:
@@ -365,7 +387,7 @@ class AzureSearchStore:
                               source_type=r.get("source_type"), version=r.get("version"),
                               status=r.get("status") or "current", updated_at=r.get("updated_at"),
                               content_hash=r.get("content_hash") or "", source_path=r.get("source_path"),
-                              chunk_count=int(r.get("chunk_count") or 0))
+                              chunk_count=int(r.get("chunk_count") or 0), metadata=json.loads(r.get("metadata") or "{}"))
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         r = self._lookup(self._docs, encode_key(doc_id), self._DOC_SELECT)

@@ -26,6 +26,27 @@ class SearchFilters:
     status: str | None = None
     source_type: str | None = None
     version: str | None = None
+    # Per-request filters (sourcegate.filters): documents whose id starts with this, and whose
+    # metadata (front matter, sidecar) holds each (key, value).
+    doc_id_prefix: str | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def by_document(self) -> bool:
+        """Whether a filter needs the document's id or metadata (not copied onto each chunk)."""
+        return self.doc_id_prefix is not None or bool(self.metadata)
+
+    def matches(self, doc: "DocumentRecord") -> bool:
+        """Whether a document passes these filters (the stores apply the same in their queries)."""
+        if doc.status in self.exclude_status:
+            return False
+        for name in ("status", "source_type", "version"):
+            want = getattr(self, name)
+            if want is not None and (getattr(doc, name) or "") != want:
+                return False
+        if self.doc_id_prefix is not None and not doc.id.startswith(self.doc_id_prefix):
+            return False
+        return all(doc.metadata.get(k) == v for k, v in self.metadata)
 
 
 @dataclass
@@ -40,6 +61,7 @@ class DocumentRecord:
     updated_at: str | None = None
     source_path: str | None = None
     chunk_count: int = 0
+    metadata: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

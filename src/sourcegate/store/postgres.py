@@ -124,6 +124,12 @@ def _migrations(dim: int) -> list[tuple[str, list[str]]]:
             "0002_search_indexes",
             [HNSW_INDEX, "CREATE INDEX chunks_tsv ON chunks USING gin (tsv)"],
         ),
+        (
+            # Other front-matter and sidecar keys (`model`, `product`), for per-request filters.
+            "0003_document_metadata",
+            ["ALTER TABLE documents ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb",
+             "CREATE INDEX documents_metadata ON documents USING gin (metadata jsonb_path_ops)"],
+        ),
     ]
 
 
@@ -383,11 +389,11 @@ class PostgresStore:
 
     # -- writes -------------------------------------------------------------------------------
     _UPSERT_DOC = """INSERT INTO documents (id, title, url, source_type, version, status, updated_at, content_hash,
-        source_path, chunk_count, ingested_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())
+        source_path, chunk_count, ingested_at, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now(), %s)
         ON CONFLICT (id) DO UPDATE SET title = excluded.title, url = excluded.url, source_type = excluded.source_type,
         version = excluded.version, status = excluded.status, updated_at = excluded.updated_at,
         content_hash = excluded.content_hash, source_path = excluded.source_path, chunk_count = excluded.chunk_count,
-        ingested_at = excluded.ingested_at"""
+        ingested_at = excluded.ingested_at, metadata = excluded.metadata"""
 
     _UPSERT_CHUNK = """INSERT INTO chunks (id, doc_id, ordinal, text, page, heading, status, source_type, version,
         features, embedding, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s))
@@ -412,7 +418,8 @@ class PostgresStore:
             if not self.durable_writes:
                 conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
-                                            doc.updated_at, doc.content_hash, source_path, len(chunks)))
+                                            doc.updated_at, doc.content_hash, source_path, len(chunks),
+                                            Jsonb(doc.metadata or {})))
             conn.execute("DELETE FROM chunks WHERE doc_id = %s AND NOT (id = ANY(%s))", (doc.id, [c.id for c in chunks]))
             if rows:
                 with conn.cursor() as cur:
@@ -423,12 +430,14 @@ class PostgresStore:
             return conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,)).rowcount > 0
 
     # -- reads --------------------------------------------------------------------------------
-    _DOC_COLS = "id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count"
+    _DOC_COLS = ("id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count, "
+                 "metadata")
 
     @staticmethod
     def _record(r) -> DocumentRecord:
         return DocumentRecord(id=r[0], title=r[1], url=r[2], source_type=r[3], version=r[4], status=r[5],
-                              updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9])
+                              updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9],
+                              metadata=dict(r[10] or {}))
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         with self._connection() as conn:
@@ -451,6 +460,14 @@ class PostgresStore:
             if val is not None:
                 clauses.append(f"{col} = %s")
                 params.append(val)
+        if filters.doc_id_prefix is not None:
+            clauses.append("left(doc_id, %s) = %s")
+            params += [len(filters.doc_id_prefix), filters.doc_id_prefix]
+        if filters.metadata:
+            from psycopg.types.json import Jsonb
+
+            clauses.append("doc_id IN (SELECT id FROM documents WHERE metadata @> %s)")
+            params.append(Jsonb(dict(filters.metadata)))
         return " AND ".join(clauses), params
 
     def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:

@@ -136,6 +136,11 @@ LATER_MIGRATIONS: list[tuple[str, list[str]]] = [
             "ALTER TABLE chunks_fts_new RENAME TO chunks_fts",
         ],
     ),
+    (
+        # Other front-matter and sidecar keys (`model`, `product`), a JSON object, for filters.
+        "0004_document_metadata",
+        ["ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'"],
+    ),
 ]
 
 # Lexical search serves exact and rare terms (identifiers, part numbers, error codes); dense search
@@ -273,13 +278,15 @@ class SqliteStore:
                 self._delete_chunks(doc.id)
                 c.execute(
                     """INSERT INTO documents (id, title, url, source_type, version, status, updated_at, content_hash,
-                       source_path, chunk_count, ingested_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)
+                       source_path, chunk_count, ingested_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
                        ON CONFLICT(id) DO UPDATE SET title=excluded.title, url=excluded.url,
                        source_type=excluded.source_type, version=excluded.version, status=excluded.status,
                        updated_at=excluded.updated_at, content_hash=excluded.content_hash,
-                       source_path=excluded.source_path, chunk_count=excluded.chunk_count, ingested_at=excluded.ingested_at""",
+                       source_path=excluded.source_path, chunk_count=excluded.chunk_count, ingested_at=excluded.ingested_at,
+                       metadata=excluded.metadata""",
                     (doc.id, doc.title, doc.url, doc.source_type, doc.version, status, doc.updated_at,
-                     doc.content_hash, source_path, len(chunks), now),
+                     doc.content_hash, source_path, len(chunks), now,
+                     json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True)),
                 )
                 for ch, vec, feat in zip(chunks, vectors, features):
                     cur = c.execute(
@@ -326,9 +333,11 @@ class SqliteStore:
     # -- reads --------------------------------------------------------------------------------
     def _record(self, r) -> DocumentRecord:
         return DocumentRecord(id=r[0], title=r[1], url=r[2], source_type=r[3], version=r[4], status=r[5],
-                              updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9])
+                              updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9],
+                              metadata=json.loads(r[10] or "{}"))
 
-    _DOC_COLS = "id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count"
+    _DOC_COLS = ("id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count, "
+                 "metadata")
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         with self._lock:
@@ -341,7 +350,7 @@ class SqliteStore:
         return [self._record(r) for r in rows]
 
     @staticmethod
-    def _filter_sql(filters: SearchFilters) -> tuple[str, list]:
+    def _filter_sql(filters: SearchFilters, rowid: str = "rowid") -> tuple[str, list]:
         clauses, params = [], []
         for s in filters.exclude_status:
             clauses.append("status != ?")
@@ -351,7 +360,29 @@ class SqliteStore:
             if val is not None:
                 clauses.append(f"{col} = ?")
                 params.append(val)
+        if filters.by_document:
+            where, more = SqliteStore._document_sql(filters)
+            clauses.append(f"{rowid} IN (SELECT c.rowid FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where})")
+            params += more
         return " AND ".join(clauses), params
+
+    @staticmethod
+    def _document_sql(filters: SearchFilters) -> tuple[str, list]:
+        """The document-level filters (id prefix, metadata keys) over `documents d`."""
+        clauses, params = [], []
+        if filters.doc_id_prefix is not None:
+            clauses.append("substr(d.id, 1, ?) = ?")
+            params += [len(filters.doc_id_prefix), filters.doc_id_prefix]
+        for key, value in filters.metadata:
+            clauses.append("json_extract(d.metadata, ?) = ?")
+            params += ['$."' + key + '"', value]
+        return " AND ".join(clauses) or "1", params
+
+    def _document_rowids(self, filters: SearchFilters) -> np.ndarray:
+        where, params = self._document_sql(filters)
+        rows = self._conn.execute(
+            f"SELECT c.rowid FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE {where}", params).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
 
     def _invalidate(self) -> None:
         # PRAGMA data_version tracks other connections' commits, not this one's.
@@ -367,7 +398,9 @@ class SqliteStore:
         if k <= 0:
             return []
         with self._lock:
-            if self.dense_index == "sqlite" and self.vector_backend == "sqlite-vec":
+            # sqlite-vec's KNN filters on its own columns only: filters on the document (id, metadata)
+            # take the exact scan, which applies them to every row before ranking.
+            if self.dense_index == "sqlite" and self.vector_backend == "sqlite-vec" and not filters.by_document:
                 where, params = self._filter_sql(filters)
                 sql = "SELECT v.rowid, v.distance FROM chunks_vec v WHERE v.embedding MATCH ? AND k = ?"
                 if where:
@@ -396,6 +429,8 @@ class SqliteStore:
         if not len(m.rowids):
             return []
         keep = m.mask(filters)
+        if filters.by_document:
+            keep = keep & np.isin(m.rowids, self._document_rowids(filters))
         if not keep.any():
             return []
         sims = m.vectors @ q
@@ -471,10 +506,12 @@ class SqliteStore:
     def _filter_rows(self, rows: list[tuple[int, float]], filters: SearchFilters) -> list[tuple[str, float]]:
         if not rows:
             return []
+        where, params = self._document_sql(filters)
         meta = {r[0]: r[1:] for r in self._conn.execute(
             f"""SELECT c.rowid, c.id, c.status, coalesce(d.source_type, ''), coalesce(d.version, '')
-                FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.rowid IN ({','.join('?' * len(rows))})""",
-            [r[0] for r in rows],
+                FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE c.rowid IN ({','.join('?' * len(rows))})
+                AND {where}""",
+            [*(r[0] for r in rows), *params],
         ).fetchall()}
         out = []
         for rowid, score in rows:

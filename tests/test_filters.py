@@ -1,0 +1,182 @@
+"""Per-request filters on document metadata: `ask --filter`, REST `filters`, the MCP tool's
+`filters` argument; written into the audit record; an unknown key, a bad value or filters that
+match no document are clear errors. (Each store applies them inside its query:
+tests/test_store_contract.py::test_filters_on_document_metadata_and_id_prefix, on SQLite,
+PostgreSQL and Azure AI Search's fake.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+from click.testing import CliRunner
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from starlette.testclient import TestClient
+from test_server_fixtures import run_async
+
+from sourcegate.audit import read_records
+from sourcegate.cli import cli
+from sourcegate.filters import FilterError, parse_pairs, search_filters
+from sourcegate.judges.base import JudgeInput, Judgement, PassageJudgement
+from sourcegate.models import PassageScores
+from sourcegate.server.app import create_app
+from sourcegate.service import QueryError, SourceGate
+from sourcegate.settings import Settings
+from sourcegate.store.base import DocumentRecord
+
+Q = "What is the maximum rotor speed?"
+
+
+def _md(model: str, rpm: str, version: str) -> str:
+    return f"""---
+title: {model} homogeniser manual
+model: {model}
+product: homogeniser
+version: {version}
+source_type: manual
+---
+# {model} homogeniser manual
+
+Never run the {model} rotor above {rpm} rpm.
+"""
+
+
+class RotorJudge:
+    """Evidence wherever a passage speaks of the rotor."""
+
+    name = "rotor-test"
+
+    def judge(self, query: str, passages: list[JudgeInput]) -> Judgement:
+        out = []
+        for p in passages:
+            hit = "rotor" in p.text
+            out.append(PassageJudgement(p.id, PassageScores(
+                is_relevant=0.95 if hit else 0.05, contains_answer_evidence=0.9 if hit else 0.05,
+                contradicts_query_premise=0.02, contains_prompt_injection=0.02, is_superseded=0.02)))
+        return Judgement(model="rotor-test-1", results=out)
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("filters")
+    lib = root / "library"
+    (lib / "hg").mkdir(parents=True)
+    (lib / "hg" / "hg3.md").write_text(_md("HG-3", "20,000", "3"), encoding="utf-8")
+    (lib / "hg" / "hg5.md").write_text(_md("HG-5", "12,000", "2"), encoding="utf-8")
+    (lib / "mixer.txt").write_text("Mixer M-7 guide\n\nThe M-7 mixer rotor runs at up to 900 rpm.\n", encoding="utf-8")
+    (lib / "mixer.txt.meta.json").write_text(json.dumps({"source_type": "procedure", "site": "north"}),
+                                             encoding="utf-8")
+    r = CliRunner().invoke(cli, ["--home", str(root / "home"), "ingest", str(lib)])
+    assert r.exit_code == 0 and "3 added" in r.output, r.output
+    return root / "home"
+
+
+@pytest.fixture()
+def gate(home, tmp_path):
+    g = SourceGate(Settings(_env_file=None, home=home, audit_log_path=tmp_path / "audit.jsonl",
+                            mcp_allowed_hosts="testserver"), judge=RotorJudge())
+    yield g
+    g.close()
+
+
+def _docs(result) -> set[str]:
+    return {p.doc_id for p in result.evidence}
+
+
+def test_front_matter_and_sidecar_keys_are_kept_as_metadata(gate):
+    assert gate.store.get_document("hg/hg3.md").metadata == {"model": "HG-3", "product": "homogeniser"}
+    assert gate.store.get_document("mixer.txt").metadata == {"site": "north"}
+
+
+def test_a_front_matter_key_narrows_retrieval(gate):
+    assert _docs(gate.ask(Q)) == {"hg/hg3.md", "hg/hg5.md", "mixer.txt"}
+    r = gate.ask(Q, filters={"model": "HG-5"})
+    assert _docs(r) == {"hg/hg5.md"} and "12,000 rpm" in r.answer
+    assert _docs(gate.ask(Q, filters={"version": "3"})) == {"hg/hg3.md"}
+    assert _docs(gate.ask(Q, filters={"source_type": "procedure"})) == {"mixer.txt"}
+    assert _docs(gate.ask(Q, filters={"doc_id": "hg/"})) == {"hg/hg3.md", "hg/hg5.md"}
+    assert _docs(gate.ask(Q, filters={"site": "north"})) == {"mixer.txt"}
+    assert _docs(gate.ask(Q, filters={"product": "homogeniser", "model": "HG-3"})) == {"hg/hg3.md"}
+    # every candidate the gate saw came from the filtered documents, and the audit record says which
+    rec = [rec for _, rec, _ in read_records(gate.settings.audit_path)][-1]
+    assert rec["retrieval"]["filters"] == {"model": "HG-3", "product": "homogeniser"}
+    assert {c["doc_id"] for c in rec["candidates"]} == {"hg/hg3.md"}
+    first = [rec for _, rec, _ in read_records(gate.settings.audit_path)][0]
+    assert first["retrieval"]["filters"] == {}
+
+
+@pytest.mark.parametrize("filters, message", [
+    ({"modle": "HG-3"}, "unknown filter key 'modle': the library's documents have doc_id, source_type, version, "
+                        "status, model, product, site"),
+    ({"model": ""}, "filter 'model' has an empty value"),
+    ({"model": 3}, "filter 'model' must have a text value, got int"),
+    ({"model": "HG-9"}, "no document matches model=HG-9 (archived revisions are left out): model has HG-3, HG-5"),
+    ({"model": "HG-3", "version": "2"}, "no document matches model=HG-3, version=2"),
+])
+def test_an_unknown_key_or_a_bad_value_is_a_clear_error(gate, filters, message):
+    with pytest.raises(QueryError) as e:
+        gate.ask(Q, filters=filters)
+    assert message in str(e.value)
+
+
+def test_filter_pairs_and_the_pure_check():
+    assert parse_pairs(["model=HG-3", "version=3"]) == {"model": "HG-3", "version": "3"}
+    assert parse_pairs(["title=a=b"]) == {"title": "a=b"}
+    for bad in (["model"], ["=x"], ["model=a", "model=b"]):
+        with pytest.raises(FilterError):
+            parse_pairs(bad)
+    docs = [DocumentRecord(id="a", title="A", content_hash="h", status="archived", metadata={"model": "X"})]
+    assert search_filters(None, docs) is None
+    f = search_filters({"status": "withdrawn"}, docs)  # an out-of-service word means archived
+    assert f.status == "archived" and f.exclude_status == ()
+    with pytest.raises(FilterError, match="archived revisions are left out"):
+        search_filters({"model": "X"}, docs)
+
+
+def test_ask_filter_on_the_command_line(gate, home, tmp_path):
+    gate.ask(Q, filters={"model": "HG-5"})  # scores for the CLI's recorded judge
+    env = {"SOURCEGATE_JUDGE": "recorded", "SOURCEGATE_RECORDED_SCORES": str(gate.settings.audit_path),
+           "AUDIT_LOG_PATH": str(tmp_path / "cli.jsonl")}
+    r = CliRunner().invoke(cli, ["--home", str(home), "ask", "--json", "--filter", "model=HG-5", Q], env=env)
+    assert r.exit_code == 0, r.output
+    assert {p["doc_id"] for p in json.loads(r.output)["evidence"]} == {"hg/hg5.md"}
+    bad = CliRunner().invoke(cli, ["--home", str(home), "ask", "--filter", "modle=HG-5", Q], env=env)
+    assert bad.exit_code == 2 and "unknown filter key 'modle'" in bad.output
+    bad = CliRunner().invoke(cli, ["--home", str(home), "ask", "--filter", "model", Q], env=env)
+    assert bad.exit_code == 2 and "KEY=VALUE" in bad.output
+
+
+def test_rest_filters(gate):
+    with TestClient(create_app(gate.settings, gate)) as client:
+        ok = client.post("/v1/ask", json={"query": Q, "filters": {"model": "HG-3"}})
+        unknown = client.post("/v1/ask", json={"query": Q, "filters": {"modle": "HG-3"}})
+        shape = client.post("/v1/ask", json={"query": Q, "filters": ["model=HG-3"]})
+        doc = client.get("/openapi.json").json()
+    assert ok.status_code == 200 and {p["doc_id"] for p in ok.json()["evidence"]} == {"hg/hg3.md"}
+    assert unknown.status_code == 422 and "unknown filter key 'modle'" in unknown.json()["error"]
+    assert shape.status_code == 422 and "filters must be an object" in shape.json()["error"]
+    body = doc["paths"]["/v1/ask"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "filters" in body["properties"] and body["required"] == ["query"]
+
+
+def test_mcp_tool_filters_argument(gate):
+    app = create_app(gate.settings, gate)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver")
+            async with http, streamable_http_client("http://testserver/mcp", http_client=http) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    tool = (await session.list_tools()).tools[0]
+                    ok = await session.call_tool("search_procedures", {"query": Q, "filters": {"model": "HG-5"}})
+                    bad = await session.call_tool("search_procedures", {"query": Q, "filters": {"modle": "x"}})
+                    return tool, ok, bad
+
+    tool, ok, bad = run_async(main, 60)
+    assert "filters" in tool.input_schema["properties"] and tool.input_schema["required"] == ["query"]
+    assert not ok.is_error and {p["doc_id"] for p in ok.structured_content["evidence"]} == {"hg/hg5.md"}
+    assert bad.is_error and "unknown filter key 'modle'" in bad.content[0].text
