@@ -65,7 +65,9 @@ def _genre_samples():
     out = {}
     for g, fn in (("db_docs_fr+cloud_docs+ops+policy", genres.real_corpus), ("encyclopedia_en", genres.squad),
                   ("encyclopedia_fr", genres.piaf), ("email", genres.email), ("man_pages", lambda: genres.man_pages(8)),
-                  ("python_docs", genres.python_docs), ("readme", genres.readmes)):
+                  ("python_docs", lambda: genres.python_docs(["argparse", "logging", "pathlib", "subprocess", "zipfile",
+                                                              "sqlite3", "email", "http.client", "csv", "shutil"])),
+                  ("readme", genres.readmes)):
         try:
             rows = [r for r in fn() if genres.doc_part(r["doc"]) == "measure"]
         except FileNotFoundError:

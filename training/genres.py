@@ -160,7 +160,8 @@ def man_pages(limit: int = 900) -> list[dict]:
     return out
 
 
-def python_docs() -> list[dict]:
+def python_docs(names: list[str] | None = None) -> list[dict]:
+    """Docstrings of the standard library's modules (`names`, or every importable one)."""
     import importlib
     import inspect
     import pkgutil
@@ -168,7 +169,8 @@ def python_docs() -> list[dict]:
 
     out = []
     skip = ("test", "idlelib", "tkinter", "turtle", "lib2to3", "antigravity", "this", "__main__", "ensurepip", "pydoc_data")
-    names = sorted(m.name for m in pkgutil.iter_modules() if m.module_finder.path.startswith(sys.base_prefix))
+    if names is None:
+        names = sorted(m.name for m in pkgutil.iter_modules() if m.module_finder.path.startswith(sys.base_prefix))
     for name in names:
         if name.startswith("_") or name.startswith(skip):
             continue

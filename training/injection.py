@@ -275,7 +275,8 @@ def plant(passage_sents: list[str], sentence: str, rng: random.Random) -> str:
     return " ".join(passage_sents[:i] + [sentence] + passage_sents[i:])
 
 
-def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None) -> tuple[list[str], list[int], list[str]]:
+def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
+             max_public_chars: int = 0) -> tuple[list[str], list[int], list[str]]:
     """The sentences (clauses) the fit reads, their labels and where each comes from (a genre of
     `training.genres`, or "public", "templates", "handwritten", "about_ai", "built"). `exclude`: a genre
     left out whole (its passages, and every other source of the same text)."""
@@ -306,6 +307,8 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None) ->
         add(t, 0, "about_ai", 20)
     pos_pub, _ = public_strings()
     for t in pos_pub:
+        if max_public_chars and len(t) > max_public_chars:
+            continue  # a long string is mostly ordinary prose (a story, a document) around its instruction
         if string_split(t) == "train":
             # the whole string: its units one by one are often harmless on their own ("What is Python?"),
             # and as positives they taught the reader that any short question or quote is addressed to an AI
@@ -313,6 +316,11 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None) ->
     for t in templated("train", rng, 6000):
         add(t, 1, "templates")
     return X, y, src
+
+
+# inverse regularisation of the n-gram stage (4.0 before; 1.0 leans less on single tokens such as
+# "password", which the public injection strings ask for and ordinary security text states)
+NGRAM_C = 1.0
 
 
 def cal_doc(doc: str) -> bool:
@@ -335,10 +343,10 @@ class Reader:
         fold = np.array([h("fold:" + t, 2) for t in X_text])
         oof = np.zeros(len(yy))
         for k in (0, 1):
-            m = LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000, solver="liblinear")
+            m = LogisticRegression(C=NGRAM_C, class_weight="balanced", max_iter=2000, solver="liblinear")
             m.fit(Xn[fold != k], yy[fold != k])
             oof[fold == k] = m.decision_function(Xn[fold == k])
-        clf = LogisticRegression(C=4.0, class_weight="balanced", max_iter=2000, solver="liblinear").fit(Xn, yy)
+        clf = LogisticRegression(C=NGRAM_C, class_weight="balanced", max_iter=2000, solver="liblinear").fit(Xn, yy)
         self.coef = clf.coef_.ravel().astype(np.float32)
         self.b = float(clf.intercept_[0])
         Z = np.hstack([self.embed(X_text), oof[:, None], cue_counts(X_text)])
@@ -432,6 +440,8 @@ def main(argv=None) -> int:
     ap.add_argument("--logo", action="store_true",
                     help="also the leave-one-genre-out figures: per genre, a reader fitted without it (~1 min a genre)")
     ap.add_argument("--only-genre", help="with --logo: that genre only")
+    ap.add_argument("--max-public-chars", type=int, default=0,
+                    help="leave out public injection strings longer than this (0: keep all)")
     args = ap.parse_args(argv)
     t0 = time.time()
     from sklearn.feature_extraction.text import HashingVectorizer
@@ -470,7 +480,7 @@ def main(argv=None) -> int:
         fit_genres = sorted({r["genre"] for r in genres.load()} - genres.MEASURE_ONLY)
         for g in ([args.only_genre] if args.only_genre else fit_genres):
             rng = random.Random(args.seed)
-            X, y, _ = fit_rows(rng, args.dev_weight, exclude=g)
+            X, y, _ = fit_rows(rng, args.dev_weight, exclude=g, max_public_chars=args.max_public_chars)
             rd = Reader(embed, ngrams).fit(X, y)
             rd.calibrate(*calibration_set(random.Random(args.seed + 1), exclude=g))
             rows = [r for r in genres.load() if r["genre"] == g]
@@ -488,7 +498,7 @@ def main(argv=None) -> int:
             return 0
 
     rng = random.Random(args.seed)
-    X, y, src = fit_rows(rng, args.dev_weight)
+    X, y, src = fit_rows(rng, args.dev_weight, max_public_chars=args.max_public_chars)
     print(f"fit rows: {len(y)} ({sum(y)} positive) from {len(set(src))} sources", flush=True)
     rd = Reader(embed, ngrams).fit(X, y)
     rd.calibrate(*calibration_set(random.Random(args.seed + 1)))

@@ -22,7 +22,7 @@ from .features import (
 )
 from . import lexicons
 from .lexicons import ARCHIVED_STATUS
-from .reader_stage import ReaderStage, load_reader_stage, stack_features, with_gaps
+from .reader_stage import ReaderStage, load_reader_stage
 from .model import (
     EMBED_TOP_K,
     InjectionReader,
@@ -297,10 +297,6 @@ class LocalJudge:
                 readings = dict(zip(todo, rd.reader.read(query, [passages[k].text or "" for k in todo])))
             except Exception:
                 readings = {}  # the reader failed: the interpretable heads answer alone
-        if readings:
-            feats = with_gaps({k: stack_features(base[k], r) for k, r in readings.items()})
-            for k, f in feats.items():
-                base[k]["stack"] = f
         use_con = self._contradiction or (rd is not None and rd.contradiction_by_default)
         for k, b in base.items():
             r = readings.get(k)

@@ -99,45 +99,40 @@ def stack_features(base: dict, r: Reading) -> dict[str, float]:
     return f
 
 
-GAP_KEYS = ("lo_ans", "margin", "lo_evi", "lo_rel", "lo_settle")
-
-
-def with_gaps(feats: dict) -> dict:
-    """Each read passage's `stack_features` with, for each of `GAP_KEYS`, how far it stands above the best
-    of the other passages read for the same question (`lo_ans_gap`, ...; 1 when it was read alone): the
-    passage that answers is usually the one the reader finds most answerable among its neighbours."""
-    for key in GAP_KEYS:
-        vals = {k: f[key] for k, f in feats.items()}
-        for k, f in feats.items():
-            others = [v for j, v in vals.items() if j != k]
-            f[key + "_gap"] = f[key] - (max(others) if others else f[key] - 1.0)
-    return feats
-
-
 class ReaderStage:
     def __init__(self, reader: Reader, heads: dict, raw: bytes):
         self.reader = reader
         self.heads = {k: Head(v) for k, v in heads["heads"].items()}
+        self.prior = {k: Head(v) for k, v in (heads.get("prior_heads") or {}).items()}
         self.meta = heads
         self.version = hashlib.sha256(reader.version.encode() + raw).hexdigest()[:10]
 
+    def _features(self, base: dict, r: Reading, polar: bool) -> dict[str, float]:
+        """`stack_features`, and `lo_v1`: the logit of the earlier heads (`prior_heads`, fitted on SQuAD,
+        CondaQA and hand-written procedures) that the heads fitted on real questions continue from."""
+        f = stack_features(base, r)
+        prior = self.prior.get("evi_polar" if polar else "evi_rd") or self.prior.get("evi_rd")
+        if prior is not None:
+            f["lo_v1"] = _logit(float(prior.predict(vec(f, prior.names))[0]))
+        return f
+
     def evidence(self, base: dict, r: Reading) -> float:
         h = self.heads["evi_rd"]
-        return float(h.predict(vec(base.get("stack") or stack_features(base, r), h.names))[0])
+        return float(h.predict(vec(self._features(base, r, False), h.names))[0])
 
     def contradiction(self, base: dict, r: Reading) -> float | None:
         """contradicts_query_premise from the reading, or None when no such head is shipped."""
         h = self.heads.get("con_rd")
         if h is None:
             return None
-        return float(h.predict(vec(base.get("stack") or stack_features(base, r), h.names))[0])
+        return float(h.predict(vec(stack_features(base, r), h.names))[0])
 
     def polar_evidence(self, base: dict, r: Reading) -> float:
         """contains_answer_evidence for a yes/no question: does the passage settle it, either way."""
         h = self.heads.get("evi_polar")
         if h is None:
             return self.evidence(base, r)
-        return float(h.predict(vec(base.get("stack") or stack_features(base, r), h.names))[0])
+        return float(h.predict(vec(self._features(base, r, True), h.names))[0])
 
     @property
     def caps_read(self) -> bool:
