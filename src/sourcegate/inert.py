@@ -7,8 +7,12 @@ something to click. Here they stay text:
   every backslash that would escape the next character (so `\\](` cannot turn an escape back into
   a live link) and every backtick (so no code span can be opened around the escapes), and puts
   anything a linkifier would turn into a link (`scheme://...`, `www.`, `user@host`, `name.tld`) in a
-  code span, where no renderer makes links. Rendered as CommonMark or GFM (auto-links on), the text
-  reads as it was written and holds no link, image or HTML (`tests/test_inert_render.py`).
+  code span, where no renderer makes links. A line that could be a GFM table's delimiter row (only
+  `|`, `-`, `:` and spaces, after any quote or list marker) has its first mark escaped, so no table
+  is built: a table's cell pipes would split a code span or an escape before the cells are read
+  (a title holding newlines and pipes made a live image that way). Rendered as CommonMark or GFM
+  (tables and auto-links on), the text reads as it was written and holds no link, image, table or
+  HTML (`tests/test_inert_render.py`).
 - `visible_text` removes what a reader cannot see but a renderer obeys: control characters (NUL
   included), bidirectional overrides and isolates (a title stored "gnitset" behind U+202E displays
   "testing"), zero-width characters and the other format characters (tag characters can hide text
@@ -39,6 +43,10 @@ _LINKABLE = re.compile(r"://|//|(?i:www)\.|@[^\W_]|\S[.．。｡][^\W\d_]{2}")
 # Where a code span around a URL starts: after the last of these before it (else the word's start).
 _OPENERS = "([{<\"'`"
 _WORD = re.compile(r"\S+")
+# A GFM delimiter row (`---|:-:`, `-|-`, `---`) is made of these, after what may open a block quote
+# or a list item (over-reading a prefix as a container costs one more escape, never a missed row).
+_ROW_CHARS = frozenset(" \t|:-")
+_CONTAINER_CHARS = frozenset(" \t>*+-0123456789.)")
 _TRAIL = ")]}>\"'.,;:!?*_~"
 
 # Unicode format characters (category Cf: bidi controls, zero-width space and joiners, word joiner,
@@ -104,7 +112,23 @@ def inert_markup(text: str | None) -> str | None:
         out.append(_inert_word(m.group(0)))
         pos = m.end()
     out.append(text[pos:])
-    return "".join(out)
+    return "\n".join(_no_delimiter_row(line) for line in "".join(out).split("\n"))
+
+
+def _no_delimiter_row(line: str) -> str:
+    """`line` with a backslash before the first mark of a delimiter row it ends with, if any."""
+    row = len(line)
+    while row > 0 and line[row - 1] in _ROW_CHARS:
+        row -= 1
+    prefix = 0
+    while prefix < len(line) and line[prefix] in _CONTAINER_CHARS:
+        prefix += 1
+    # the row may start anywhere from `row` to `prefix`: the earliest mark there is escaped, so no
+    # container read before it leaves a row behind
+    for i in range(row, min(prefix, len(line) - 1) + 1):
+        if line[i] in "|:-":
+            return line[:i] + "\\" + line[i:] if "-" in line[i:] else line
+    return line
 
 
 def safe_url(url: str | None) -> str | None:

@@ -502,7 +502,11 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
             raise IngestError(f"item {n} of the export lacks 'id' or 'text'")
         if not str(item["text"]).strip():
             raise IngestError(f"item {n} ({item['id']}) of the export has empty text")
-        pid = str(item["id"])
+        # an id and a title are one line, as every other field is (`metadata.normalize`): a newline
+        # in a title could start a Markdown block (a table) in an answer's `Sources:`
+        pid = " ".join(str(item["id"]).split())
+        if not pid:
+            raise IngestError(f"item {n} of the export has an empty 'id'")
         if pid in seen:
             raise IngestError(f"duplicate id {pid!r} in the export (item {n})")
         suffix = Path(pid).suffix.lower()
@@ -518,7 +522,7 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
         fields = normalize({k: item[k] for k in ("url", "source_type", "version", "status", "updated_at", "effective_date")
                             if k in item})
         docs.append(Document(
-            id=pid, title=str(item.get("title") or pid), text=_clean(str(item["text"])),
+            id=pid, title=" ".join(str(item.get("title") or "").split()) or pid, text=_clean(str(item["text"])),
             url=fields.get("url"), source_type=fields.get("source_type"), version=fields.get("version"),
             status=fields.get("status") or "current", updated_at=fields.get("updated_at"),
         ))

@@ -398,6 +398,8 @@ class Ingestor:
                 continue
             for doc in docs:
                 doc.path = source
+                # one line, whatever the format held (an HTML <title>, a DOCX core title with newlines)
+                doc.title = " ".join(doc.title.split()) or doc.id
                 existing = self.store.get_document(doc.id)
                 owner = seen_ids.get(doc.id) or _other_owner(existing, source)
                 if owner is not None and owner != source:
