@@ -29,6 +29,7 @@ from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
 from .store import Store, open_store
+from .store.base import store_time_budget
 
 log = logging.getLogger("sourcegate")
 
@@ -115,6 +116,10 @@ class AskResult(BaseModel):
 
 # How long the library's identifiers are kept for the planner before they are read again.
 KNOWN_IDS_TTL_S = 60.0
+# The time one question may spend on the store's queries, all parts together (each query is also
+# bounded on its own: see store/postgres.py). Searches take milliseconds; past this the database is
+# too slow or silent, and the question is a 503 rather than a slot held.
+STORE_TIME_PER_QUESTION_S = 8.0
 
 
 @dataclass
@@ -250,7 +255,14 @@ class SourceGate:
 
         A question that asks several things is planned into parts (`plan.plan`); each part goes
         through the same stages (retrieve, judge, gate) on its own, and `plan.merge` decides the
-        status and names the parts no passage answers in `missing`."""
+        status and names the parts no passage answers in `missing`.
+
+        The store's queries for one question take STORE_TIME_PER_QUESTION_S together at most (on a
+        store that bounds its queries: PostgreSQL); past it, `StoreUnavailable` (a 503)."""
+        with store_time_budget(STORE_TIME_PER_QUESTION_S):
+            return self._ask(query, interface, on_event)
+
+    def _ask(self, query: str, interface: str, on_event: Callable[[str, dict[str, Any]], None] | None) -> AskResult:
         query = self._validate(query)
         t_start = time.perf_counter()
         parts = self._plan(query)
