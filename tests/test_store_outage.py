@@ -211,6 +211,19 @@ def _stop(proc, log) -> None:
     log.close()
 
 
+def test_serve_waiting_for_postgres_never_logs_a_password_libpq_reads_differently(tmp_path):
+    # "#" and "?" belong to the password for libpq; a parser that cuts the user part there logged it
+    url = "postgresql://sourcegate:se#cr?3t@127.0.0.1:1/library"
+    proc, base, log = _serve(tmp_path, {"SOURCEGATE_STORE": url, "SOURCEGATE_HOME": str(tmp_path / "home")})
+    try:
+        _wait_for(lambda: "cannot connect to PostgreSQL" in (tmp_path / "server.log").read_text(), 60,
+                  "serve never logged its retry")
+    finally:
+        _stop(proc, log)
+    text = (tmp_path / "server.log").read_text()
+    assert "cr?3t" not in text and "se#" not in text and "sourcegate:***@127.0.0.1:1/library" in text, text
+
+
 def test_serve_started_while_postgres_is_down_waits_for_it(switched_library, tmp_path):
     switch, settings = switched_library
     switch.down()

@@ -300,6 +300,10 @@ class PostgresStore:
         try:
             with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout), **self._tcp) as conn:
                 self.text_config = self._migrate(conn, requested)
+        except psycopg.ProgrammingError:  # libpq's message quotes the part of the URL it could not read
+            raise RuntimeError(f"the PostgreSQL URL {self.location} cannot be read (check SOURCEGATE_STORE: "
+                               "postgresql://user:password@host:5432/dbname, with '@', ':', '/' and '%' in a "
+                               "password percent-encoded)") from None
         except psycopg.OperationalError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise RuntimeError(f"cannot connect to PostgreSQL at {self.location}: {first} "
