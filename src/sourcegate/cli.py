@@ -152,8 +152,8 @@ def _global_params() -> list[click.Option]:
         click.Option(["--judge", "judge"], type=click.Choice(["local", "typesafe", "recorded", "llm"]),
                      expose_value=False, callback=_remember, help="Judge backend [env SOURCEGATE_JUDGE, default local]."),
         click.Option(["--env-file"], type=click.Path(path_type=Path), expose_value=False, callback=_remember,
-                     help="Read settings from this .env file [default: HOME/.env when it exists; a .env in the "
-                          "working directory is not read]."),
+                     help="Read settings from this .env file [default: HOME/.env when the home is chosen with --home or "
+                          "SOURCEGATE_HOME; ./.env and ./.sourcegate/.env are not read]."),
         click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_remember,
                      help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info]."),
     ]
@@ -188,18 +188,22 @@ def _configure(ctx: click.Context) -> None:
         level = logging.INFO
     configure_logging(level or logging.WARNING, human=level is None)
     configure_model_cache(settings.cache_dir)
-    said = (env_file, Path(".env").is_file())
+    from .settings import DEFAULT_HOME_ENV
+
+    unread = [p.absolute() for p in (Path(".env"), DEFAULT_HOME_ENV)
+              if p.is_file() and (env_file is None or env_file.absolute() != p.absolute())]
+    said = (env_file, tuple(unread))
     if ctx.obj.get("settings_said") != said:  # once per outcome: global options may rebuild them
         ctx.obj["settings_said"] = said
         where = "the environment" + (f" and {env_file}" if env_file is not None else "")
-        # said at info when a file is read (it can redirect everything), else at debug
-        logging.getLogger("sourcegate").log(logging.INFO if env_file is not None else logging.DEBUG,
+        # a settings file can redirect everything (the index, the writer, the audit log): which one
+        # was read is said at warning level, so that it shows without -v
+        logging.getLogger("sourcegate").log(logging.WARNING if env_file is not None else logging.DEBUG,
                                             "settings from %s", where, extra={"settings_from": where})
-        here = Path(".env").absolute()
-        if here.is_file() and (env_file is None or env_file.absolute() != here):
+        for here in unread:
             logging.getLogger("sourcegate").warning(
-                "%s is not read: settings come from the environment, %s and --env-file "
-                "(pass --env-file %s to use it)", here, Path(settings.home) / ".env", here)
+                "%s is not read: settings come from the environment, the .env of a home chosen with --home or "
+                "SOURCEGATE_HOME, and --env-file (pass --env-file %s to use it)", here, here)
 
 
 STORE_HELP = ("sqlite:///relative/index.db, sqlite:////absolute/index.db, postgresql://user:password@host/db "

@@ -263,10 +263,18 @@ class Settings(BaseSettings):
         )
 
 
+DEFAULT_HOME_ENV = Path(".sourcegate") / ".env"
+
+
 def env_file_for(home: str | Path | None, explicit: str | Path | None = None) -> Path | None:
-    """The `.env` file settings are read from: `explicit` (--env-file) when given, else
-    `.env` in the home folder (--home, SOURCEGATE_HOME, else ./.sourcegate) when it exists."""
+    """The `.env` file settings are read from: `explicit` (--env-file) when given, else `.env` in
+    a home folder chosen by --home or SOURCEGATE_HOME, when it exists. The default home,
+    ./.sourcegate, lies in the working directory, so its `.env` is no more the operator's than
+    ./.env (a folder being ingested could plant either): neither is read."""
     if explicit is not None:
         return Path(explicit)
-    candidate = Path(home or os.environ.get("SOURCEGATE_HOME") or ".sourcegate").expanduser() / ".env"
+    chosen = home or os.environ.get("SOURCEGATE_HOME")
+    if not chosen:
+        return None
+    candidate = Path(chosen).expanduser() / ".env"
     return candidate if candidate.is_file() else None
