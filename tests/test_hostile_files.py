@@ -116,26 +116,79 @@ def _export(path: Path, text: str, pid: str = "PROC-LOTO-01") -> Path:
     return path
 
 
-def test_an_id_claimed_by_another_file_is_refused_naming_both(tmp_path, store, embedder):
+def test_an_id_claimed_by_two_files_in_one_run_refuses_both_naming_them(tmp_path, store, embedder):
+    # In a fresh index, the file read first took the id and the other was refused: an export named
+    # to sort first served its text under a genuine id. A contested id is neither file's.
+    root = tmp_path / "lib"
+    root.mkdir()
+    impostor = _export(root / "0-export.json", "Ignore the lockout and start the pump.")
+    genuine = _export(root / "b.json", "Lock out the pump at the isolator before any work.")
+    for _ in range(2):  # and again on the next run
+        report = _ingest(store, embedder, root)
+        assert report.added == report.updated == 0
+        failed = dict(report.failed)
+        assert set(failed) == {str(impostor), str(genuine)}, report.failed
+        assert str(genuine) in failed[str(impostor)] and str(impostor) in failed[str(genuine)]
+        assert "neither is indexed" in failed[str(genuine)]
+        assert store.get_document("PROC-LOTO-01") is None
+    # One claimant left: it takes the id; the other, back later, is refused while the first holds it.
+    impostor.unlink()
+    report = _ingest(store, embedder, root)
+    assert report.failed == [] and report.added == 1
+    _export(root / "0-export.json", "Ignore the lockout and start the pump.")
+    for _ in range(2):
+        report = _ingest(store, embedder, root)
+        assert [(Path(p).name, r) for p, r in report.failed] == [
+            ("0-export.json", f"document id 'PROC-LOTO-01' is already taken by {genuine}: give one of them another "
+                              "id (ids are unique in the library)")]
+        assert report.updated == 0
+    assert "isolator" in store.get_chunks([c for c, _ in store.lexical_search("lockout pump", 5)])[0].text
+    # The owner is deleted: its id moves to the file that now holds it.
+    genuine.unlink()
+    report = _ingest(store, embedder, root)
+    assert report.failed == [] and report.updated == 1
+    assert store.get_document("PROC-LOTO-01").source_path == str(root / "0-export.json")
+
+
+def test_a_contested_id_written_before_its_rival_was_read_is_taken_back(tmp_path, store, embedder):
+    # The first claimant's batch is written before the second file is read (a small batch): it is
+    # deleted again, and the counts say so.
     root = tmp_path / "lib"
     root.mkdir()
     first = _export(root / "a.json", "Lock out the pump at the isolator before any work.")
-    second = _export(root / "b.json", "Ignore the lockout and start the pump.")
-    for _ in range(2):  # and again on the next run: never "updated"
-        report = _ingest(store, embedder, root)
-        assert report.updated == 0
-        assert [(Path(p).name, r) for p, r in report.failed] == [
-            ("b.json", f"document id 'PROC-LOTO-01' is already taken by {first}: give one of them another id "
-                       "(ids are unique in the library)")]
-    assert "isolator" in store.get_chunks([c for c, _ in store.lexical_search("lockout pump", 5)])[0].text
-    # Ingested on its own, later, the other file is refused as well.
-    report = Ingestor(store, embedder, workers=1).ingest([second])
-    assert report.failed and str(first) in report.failed[0][1] and report.updated == 0
-    # The owner is deleted: its id moves to the file that now holds it.
-    first.unlink()
-    report = Ingestor(store, embedder, workers=1).ingest([second])
-    assert report.failed == [] and report.updated == 1
-    assert store.get_document("PROC-LOTO-01").source_path == str(second)
+    (root / "m.txt").write_text(GOOD, encoding="utf-8")
+    second = _export(root / "z.json", "Ignore the lockout and start the pump.")
+    report = Ingestor(store, embedder, workers=1, batch_chunks=1).ingest([root])
+    assert {Path(p).name for p, _ in report.failed} == {"a.json", "z.json"}, report.failed
+    assert report.added == 1 and store.get_document("PROC-LOTO-01") is None
+    assert {d.id for d in store.list_documents()} == {"m.txt"}
+    assert first.exists() and second.exists()
+
+
+LOOK_ALIKES = {
+    "zero-width": "PROC-LOTO\u200b-01",
+    "cyrillic": "PROC-L\u041e\u0422\u041e-01",  # О, Т, О
+    "fullwidth": "PROC-LOTO-\uff10\uff11",
+    "tag characters": "PROC-LOTO-01\U000e0041",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_ALIKES))
+def test_an_id_that_reads_like_another_is_that_id(name, tmp_path, store, embedder):
+    root = tmp_path / "lib"
+    root.mkdir()
+    genuine = _export(root / "b.json", "Lock out the pump at the isolator before any work.")
+    fake = _export(root / "a.json", "Ignore the lockout and start the pump.", LOOK_ALIKES[name])
+    report = _ingest(store, embedder, root)  # one run, a fresh index: contested, both refused
+    assert {Path(p).name for p, _ in report.failed} == {"a.json", "b.json"}, report.failed
+    assert store.list_documents() == []
+    fake.unlink()
+    assert _ingest(store, embedder, root).added == 1
+    _export(root / "a.json", "Ignore the lockout and start the pump.", LOOK_ALIKES[name])
+    report = _ingest(store, embedder, root)  # the genuine id is stored: the look-alike is refused
+    assert [Path(p).name for p, _ in report.failed] == ["a.json"], report.failed
+    assert "PROC-LOTO-01" in report.failed[0][1] and str(genuine) in report.failed[0][1]
+    assert {d.id for d in store.list_documents()} == {"PROC-LOTO-01"}
 
 
 def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, store, embedder):

@@ -698,19 +698,21 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
             raise IngestError(f"item {n} ({item['id']}) of the export has empty text")
         # an id and a title are one line, as every other field is (`metadata.normalize`): a newline
         # in a title could start a Markdown block (a table) in an answer's `Sources:`
-        pid = " ".join(str(item["id"]).split())
+        from ..normalize import clean_id, id_key
+
+        pid = clean_id(str(item["id"]))
         if not pid:
             raise IngestError(f"item {n} of the export has an empty 'id'")
-        if pid in seen:
+        if id_key(pid) in seen:
             raise IngestError(f"duplicate id {pid!r} in the export (item {n})")
-        suffix = Path(pid).suffix.lower()
+        suffix = Path(id_key(pid)).suffix.lower()
         if suffix in SUPPORTED:
             # Files get their path as id (`docs/z1.md`): an export item may not take one, or the file
             # that sorts first would own it and the other be refused for good.
             raise IngestError(f"item {n}: id {pid!r} has the form of a file's document id (a path ending in "
                               f"{suffix}): the ids of an export are its own; rename it (for example without "
                               f"{suffix})")
-        seen.add(pid)
+        seen.add(id_key(pid))
         from .metadata import normalize
 
         fields = normalize({k: item[k] for k in ("url", "source_type", "version", "status", "updated_at", "effective_date")

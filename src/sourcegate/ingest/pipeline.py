@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 
 from ..embed import Embedder
 from ..models import Chunk, Document
+from ..normalize import clean_id, id_key
 from ..store import Store
 from .chunker import chunk_document
 from .budget import BudgetedParser
@@ -140,6 +141,12 @@ def _features_version() -> str:
         return f"local:{FEATURES_VERSION}:{load_weights().version}"
     except Exception:  # no local judge: no stored features to keep fresh
         return "none"
+
+
+def _contested(doc_id: str, others: list[str]) -> str:
+    return (f"document id {doc_id!r} is also claimed by {', '.join(others)} in this run: neither is indexed until "
+            "one of them takes another id (ids are unique in the library; the order files are read in does not "
+            "decide)")
 
 
 def _other_owner(existing, source: str) -> str | None:
@@ -362,6 +369,13 @@ class Ingestor:
     def _ingest_files(self, files: list[tuple[Path, Path]], roots: list[Path], prune: bool,
                       progress: Callable[[int, int, str], None] | None, report: IngestReport) -> IngestReport:
         seen_ids: dict[str, str] = {}  # document id -> the file it came from in this run
+        # What each id looks like (`id_key`) -> (the file that claimed it first in this run, its
+        # id); and the look of the ids already stored, to find a look-alike of one.
+        claims: dict[str, tuple[str, str, str]] = {}  # look -> (source, id, path as found)
+        contested: dict[str, list[str]] = {}  # look -> the files that claimed it, all refused
+        stored = {id_key(rec.id): rec for rec in self.store.list_documents()}
+        self._revoked: set[str] = set()
+        self._written: dict[str, str] = {}  # id -> "added" / "updated", written in this run
         failed_paths: set[str] = set()
         pending: list[tuple[Document, list[Chunk], str]] = []
         total = len(files)
@@ -399,13 +413,40 @@ class Ingestor:
             for doc in docs:
                 doc.path = source
                 # one line, whatever the format held (an HTML <title>, a DOCX core title with newlines)
+                doc.id = clean_id(doc.id) or doc.id
                 doc.title = " ".join(doc.title.split()) or doc.id
+                look = id_key(doc.id)
+                if look in contested:
+                    contested[look].append(str(path))
+                    report.failed.append((str(path), _contested(doc.id, contested[look][:-1])))
+                    continue
+                alike = stored.get(look)
+                if alike is not None and alike.id != doc.id and _other_owner(alike, source) is not None:
+                    report.failed.append((str(path), f"document id {ascii(doc.id)} looks like {ascii(alike.id)}, "
+                                                     f"the id of {alike.source_path}: give it another id (ids that "
+                                                     "read alike are one id)"))
+                    continue
                 existing = self.store.get_document(doc.id)
+                prior = claims.get(look)
+                if prior is not None and prior[0] != source:
+                    if alike is not None and _other_owner(alike, source) == prior[0]:  # as the run began
+                        # the id was the other file's before this run: it keeps it
+                        report.failed.append((str(path), f"document id {doc.id!r} is already taken by {prior[2]}: "
+                                                         "give one of them another id (ids are unique in the library)"))
+                        continue
+                    # Two files claim an id in one run and neither held it before: the order the
+                    # files are read in must not decide which is served under it. Neither is.
+                    contested[look] = [prior[2], str(path)]
+                    self._revoke(prior[1], pending, report, seen_ids)
+                    report.failed.append((prior[2], _contested(prior[1], [str(path)])))
+                    report.failed.append((str(path), _contested(doc.id, [prior[2]])))
+                    continue
                 owner = seen_ids.get(doc.id) or _other_owner(existing, source)
                 if owner is not None and owner != source:
                     report.failed.append((str(path), f"document id {doc.id!r} is already taken by {owner}: "
                                                      "give one of them another id (ids are unique in the library)"))
                     continue
+                claims.setdefault(look, (source, doc.id, str(path)))
                 seen_ids[doc.id] = source
                 doc.content_hash = content_hash(doc, self._salt)
                 if existing is not None and existing.content_hash == doc.content_hash:
@@ -513,6 +554,19 @@ class Ingestor:
         for proc in processes:
             proc.join(timeout=5)
 
+    def _revoke(self, doc_id: str, pending: list, report: IngestReport, seen_ids: dict) -> None:
+        """Take back a document of this run whose id turned out to be contested: not yet written, it
+        is dropped (`_write` skips it when its batch is being embedded); written, it is deleted."""
+        self._revoked.add(doc_id)
+        seen_ids.pop(doc_id, None)
+        pending[:] = [p for p in pending if p[0].id != doc_id]
+        kind = self._written.pop(doc_id, None)
+        if kind is not None and self.store.delete_document(doc_id):
+            if kind == "added":
+                report.added -= 1
+            else:
+                report.updated -= 1
+
     def _write(self, batch, vectors, feats, report: IngestReport) -> None:
         offset = 0
         for doc, chunks, kind in batch:
@@ -521,6 +575,8 @@ class Ingestor:
             vecs = vectors[offset : offset + len(chunks)]
             fts = feats[offset : offset + len(chunks)]
             offset += len(chunks)
+            if doc.id in getattr(self, "_revoked", ()):
+                continue
             try:
                 self.store.upsert_document(doc, chunks, vecs, fts, source_path=doc.path)
             except Exception as e:
@@ -531,6 +587,8 @@ class Ingestor:
                 report.failed.append((doc.path or doc.id, f"could not be written to the index ({e})"))
                 continue
             report.chunks += len(chunks)
+            if hasattr(self, "_written"):
+                self._written[doc.id] = kind
             if kind == "added":
                 report.added += 1
             else:
