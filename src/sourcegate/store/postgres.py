@@ -568,7 +568,12 @@ class PostgresStore:
         return self._record(r) if r else None
 
     def list_documents(self) -> list[DocumentRecord]:
-        with self._read() as conn:
+        # bounded for a question (the planner lists the library); an ingest or `status` on a large
+        # library may take longer
+        question = current_store_time() is not None
+        with self._connection(bounded=question) as conn, conn.transaction():
+            if not question:
+                conn.execute("SET LOCAL statement_timeout = 0")
             rows = conn.execute(f"SELECT {self._DOC_COLS} FROM documents ORDER BY id").fetchall()
         return [self._record(r) for r in rows]
 
