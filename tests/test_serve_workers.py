@@ -134,6 +134,56 @@ def test_two_workers_share_one_port_one_audit_chain_and_stop_together(tmp_path):
     assert any("2 workers" in e.get("event", "") for e in events)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_stop_when_their_parent_is_killed(tmp_path):
+    # kill -KILL on the parent left both workers serving with ppid 1, and the next `serve` failed
+    # with "Address already in use"
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCEGATE_", "AUDIT_", "MCP_", "SERVE_"))}
+    env.update(SOURCEGATE_HOME=str(demo_home()), AUDIT_LOG_PATH=str(tmp_path / "audit.jsonl"), SOURCEGATE_READER="false")
+    log_path = tmp_path / "server.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "sourcegate.cli", "serve", "--port", str(port), "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    workers: set[int] = set()
+    try:
+        workers = _wait(lambda: len(_children(proc.pid)) == 2 and _children(proc.pid), 60, "two workers")
+
+        def up() -> bool:
+            assert proc.poll() is None, log_path.read_text()[-2000:]
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(up, 120, "the server to answer")
+        proc.kill()
+        proc.wait(timeout=10)
+        _wait(lambda: not any(_alive(w) for w in workers), 30, "the orphaned workers to stop")
+        import socket as socket_module
+
+        probe = socket_module.socket()  # the next `serve` can bind the port (as `bind` does)
+        probe.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+        probe.close()
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+
+
 def test_connections_on_the_shared_socket_are_sent_without_delay():
     # asyncio turns Nagle's algorithm off only on connections of a socket that says it is TCP; on
     # one made with protocol 0 each small response waited for the client's delayed ACK (~40 ms).
