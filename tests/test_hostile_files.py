@@ -170,6 +170,7 @@ LOOK_ALIKES = {
     "cyrillic": "PROC-L\u041e\u0422\u041e-01",  # О, Т, О
     "fullwidth": "PROC-LOTO-\uff10\uff11",
     "tag characters": "PROC-LOTO-01\U000e0041",
+    "variation selector and filler": "PROC-LOTO\u3164-01\ufe0f",
 }
 
 

@@ -96,7 +96,11 @@ def test_generated_escapes_render_inert(text):
 
 INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c", "\u200b",
              "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\x00", "\x07", "\x1b", "\x7f", "\x85",
-             "\U000e0041", "\U000e0020"]
+             "\U000e0041", "\U000e0020",
+             # invisible outside the format category: variation selectors, Hangul fillers, the
+             # braille blank, the combining grapheme joiner, a Mongolian variation selector
+             "\ufe0f", "\ufe00", "\U000e0100", "\U000e01ef", "\u3164", "\u115f", "\uffa0", "\u2800", "\u034f",
+             "\u180b"]
 
 
 TABLE_TOKENS = ["|", "\\|", "-", "---", ":-", "-:", "|---|", "-|-", " | ", "\n", "\n> ", "\n- ", "\n  ", "\n1. ",

@@ -16,7 +16,8 @@ something to click. Here they stay text:
 - `visible_text` removes what a reader cannot see but a renderer obeys: control characters (NUL
   included), bidirectional overrides and isolates (a title stored "gnitset" behind U+202E displays
   "testing"), zero-width characters and the other format characters (tag characters can hide text
-  from a person while an agent reads it).
+  from a person while an agent reads it), and the blanks outside that category: variation
+  selectors, the combining grapheme joiner, Hangul fillers, the braille blank.
 
 A URL is kept as a citation's `url` only when it is http(s) (`safe_url`).
 """
@@ -54,8 +55,16 @@ _TRAIL = ")]}>\"'.,;:!?*_~"
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
+# Invisible characters outside the format category: variation selectors (U+FE00-FE0F and
+# U+E0100-E01EF), the combining grapheme joiner, Mongolian free variation selectors, Hangul
+# fillers, the braille blank and Khmer inherent vowels. Each shows nothing (or a blank) and can
+# hide text or make two ids look the same.
+_BLANKS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0")
+
+
 def _invisible(ch: str) -> bool:
-    return unicodedata.category(ch) == "Cf"
+    return (unicodedata.category(ch) == "Cf" or ch in _BLANKS or "\ufe00" <= ch <= "\ufe0f"
+            or "\U000e0100" <= ch <= "\U000e01ef")
 
 
 def visible_text(text: str | None) -> str | None:
