@@ -291,3 +291,39 @@ def test_an_export_cannot_claim_the_id_of_a_file(tmp_path, store, embedder):
         assert "'z1.md'" in failed[str(root / "a.json")] and "file's document id" in failed[str(root / "a.json")]
         doc = store.get_document("z1.md")
         assert doc is not None and doc.title == "Real" and doc.source_path == str(root / "z1.md")
+
+
+ESCAPES = ["\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07", "\x1b[2J\x1b[H", "\x1b]0;owned\x07", "\x9b31m",
+           "\x1bP+q\x1b\\"]
+
+
+def test_terminal_escape_sequences_never_reach_the_operators_terminal(tmp_path, monkeypatch):
+    # hyperlinks, clear screen, window title, an 8-bit CSI, a device query: in titles, ids and file
+    # names, printed by `ingest` and `status --documents` even when piped
+    import json
+
+    from click.testing import CliRunner
+
+    from sourcegate.cli import cli
+
+    monkeypatch.setenv("SOURCEGATE_HOME", str(tmp_path / "home"))
+    root = tmp_path / "lib"
+    root.mkdir()
+    bad = "".join(ESCAPES)
+    (root / "kb.json").write_text(json.dumps([{"id": f"KB-1{bad}", "title": f"Pump {bad} manual",
+                                               "text": "Grease the P-200 bearings every 2,000 hours."}]),
+                                  encoding="utf-8")
+    (root / f"note{ESCAPES[1]}.txt").write_text("Stop the pump first.\n", encoding="utf-8")
+    (root / f"broken{ESCAPES[2]}.json").write_text("{not json", encoding="utf-8")
+    (root / f"skip{ESCAPES[3]}.xyz").write_text("x", encoding="utf-8")
+    for args in (["ingest", str(root)], ["status", "--documents"], ["status", "--json"], ["-v", "status"]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code in (0, 1), r.output
+        for ch in ("\x1b", "\x9b", "\x07"):
+            assert ch not in r.output, (args, r.output)
+        if args[0] == "ingest":
+            assert "broken" in r.output and "\\u001b" in r.output, r.output  # shown, as an escape
+    r = CliRunner().invoke(cli, ["status", "--documents", "--json"])
+    listed = json.loads(r.output)["document_list"]
+    assert any(d["title"].startswith("Pump") for d in listed), listed
+    assert not any("\x1b" in d["title"] or "\x1b" in d["id"] for d in listed)  # stored without them

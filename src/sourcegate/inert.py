@@ -80,6 +80,28 @@ def visible_text(text: str | None) -> str | None:
     return "".join(ch for ch in text if not _invisible(ch))
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _shown(ch: str) -> str:
+    code = ord(ch)
+    if code > 0xFFFF:  # as a surrogate pair: one form that is also a valid JSON string escape
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def terminal_text(text: str) -> str:
+    """`text` safe to print on an operator's terminal, piped or not: control characters (ESC opens
+    the sequences that write hyperlinks, clear the screen or set the window title; the C1 range
+    holds an 8-bit CSI) and the invisible characters `visible_text` removes are shown as `\\uXXXX`
+    escapes (valid inside a JSON string too); newline and tab are kept."""
+    if text.isascii() and not _CONTROL.search(text):
+        return text
+    return "".join(_shown(ch) if ch not in "\n\t" and (unicodedata.category(ch) == "Cc" or _invisible(ch)) else ch
+                   for ch in text)
+
+
 def _escape(text: str) -> str:
     return _MARKUP.sub(lambda m: _ESCAPED[m.group(0)], text)
 

@@ -18,6 +18,7 @@ from typing import Callable, Iterable
 
 from ..embed import Embedder
 from ..models import Chunk, Document
+from ..inert import visible_text
 from ..normalize import clean_id, id_key
 from ..store import Store
 from .chunker import chunk_document
@@ -414,7 +415,7 @@ class Ingestor:
                 doc.path = source
                 # one line, whatever the format held (an HTML <title>, a DOCX core title with newlines)
                 doc.id = clean_id(doc.id) or doc.id
-                doc.title = " ".join(doc.title.split()) or doc.id
+                doc.title = " ".join((visible_text(doc.title) or "").split()) or doc.id
                 look = id_key(doc.id)
                 if look in contested:
                     contested[look].append(str(path))
