@@ -221,6 +221,32 @@ def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, stor
     assert store.get_document("linkdir/more.txt") is not None
 
 
+@pytest.mark.parametrize("kind", ["sidecar", "manifest"])
+def test_metadata_files_linked_out_of_the_folder_are_not_read(kind, tmp_path, store, embedder):
+    # a sidecar or manifest that is a symlink out of the folder was followed, and its values shown
+    # as the document's metadata
+    import json
+
+    root, outside = tmp_path / "lib", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "meta.json").write_text(json.dumps({"title": "SECRET-TITLE from outside", "status": "current"}),
+                                       encoding="utf-8")
+    (outside / "manifest.json").write_text(json.dumps({"good.txt": {"title": "SECRET-TITLE from outside"}}),
+                                           encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    if kind == "sidecar":
+        (root / "good.txt.meta.json").symlink_to(outside / "meta.json")
+    else:
+        (root / "sourcegate.meta.json").symlink_to(outside / "manifest.json")
+    report = _ingest(store, embedder, root)
+    assert [Path(p).name for p, _ in report.failed] == ["good.txt"], report.failed
+    assert "outside" in report.failed[0][1] and "--follow-symlinks" in report.failed[0][1]
+    assert all("SECRET-TITLE" not in d.title for d in store.list_documents())
+    report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root])  # asked: read
+    assert report.failed == [] and store.get_document("good.txt").title == "SECRET-TITLE from outside"
+
+
 def test_a_file_swapped_for_a_link_during_the_ingest_is_not_read(tmp_path, store, embedder):
     root, outside = tmp_path / "lib", tmp_path / "outside"
     root.mkdir()

@@ -811,7 +811,7 @@ def parse_file(path: Path, doc_id: str, within: Path | None = None) -> list[Docu
         with checked_copy(path, within) as copy:
             docs = parser(copy, doc_id)
     if parser is not parse_json_export:
-        fields = sidecar_metadata(path)
+        fields = sidecar_metadata(path, within)
         for doc in docs:
             apply(doc, fields)
     return docs
