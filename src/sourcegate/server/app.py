@@ -552,6 +552,9 @@ def key_problem(settings: Settings) -> str | None:
     for name, key in (("MCP_API_KEY", settings.mcp_api_key), ("METRICS_API_KEY", settings.metrics_api_key)):
         if key is None:
             continue
+        if key == "":
+            return (f"{name} is set but empty, which would mean no key at all: set a key (for example "
+                    f"`openssl rand -hex 32`), or unset {name} to serve without one")
         bad = next((ch for ch in key if not (" " <= ch < "\x7f")), None)
         if bad is not None:
             return (f"{name} holds the character {bad!r} (U+{ord(bad):04X}): HTTP headers carry printable ASCII "
