@@ -164,6 +164,10 @@ class Settings(BaseSettings):
     # The longest a client may take to send one whole request (headers and body), from its first
     # byte or from the connection's start: past it the connection is closed.
     serve_request_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("SERVE_REQUEST_TIMEOUT_S"))
+    # Open connections per server process (0: from the open-file limit, raised to its hard limit at
+    # start): past it, an idle keep-alive connection is closed to make room, or the new one when
+    # none is idle. Idle connections held open by one client exhausted the file descriptors.
+    serve_max_connections: int = Field(0, ge=0, validation_alias=_env("SERVE_MAX_CONNECTIONS"))
     # /metrics: this key when set, else MCP_API_KEY when set, else open.
     metrics_api_key: str | None = Field(None, validation_alias=_env("METRICS_API_KEY"))
 
