@@ -5,6 +5,7 @@ is too big to load is refused by name. (Time against size is measured in bench/b
 from __future__ import annotations
 
 import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -353,3 +354,38 @@ def test_terminal_escape_sequences_never_reach_the_operators_terminal(tmp_path, 
     listed = json.loads(r.output)["document_list"]
     assert any(d["title"].startswith("Pump") for d in listed), listed
     assert not any("\x1b" in d["title"] or "\x1b" in d["id"] for d in listed)  # stored without them
+
+
+class _SlowEmbedder:
+    """The real embedder, a set time per call: a document of many chunks takes long to embed."""
+
+    def __init__(self, inner, seconds: float):
+        self.inner, self.seconds = inner, seconds
+        self.id, self.dim = inner.id, inner.dim
+
+    def embed(self, texts):
+        time.sleep(self.seconds)
+        return self.inner.embed(texts)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_embedding_one_document_has_a_time_budget(workers, tmp_path, store, embedder):
+    # one 3.5 MB file took 3 min 14 s to embed, with no limit: the document now has one budget
+    root = tmp_path / "lib"
+    root.mkdir()
+    paragraph = "Grease the P-200 bearings every 2,000 hours with lithium grease and check the seals. "
+    (root / "huge.txt").write_text("\n\n".join(f"Section {i}. " + paragraph * 8 for i in range(400)),
+                                   encoding="utf-8")
+    (root / "small.txt").write_text(GOOD, encoding="utf-8")
+    slow = _SlowEmbedder(embedder, 0.25)
+    t0 = time.monotonic()
+    report = Ingestor(store, slow, workers=workers, embed_timeout_s=1.0, batch_chunks=16).ingest([root])
+    elapsed = time.monotonic() - t0
+    failed = dict((Path(p).name, r) for p, r in report.failed)
+    assert set(failed) == {"huge.txt"} and "embedding took over 1 s" in failed["huge.txt"], report.failed
+    assert "SOURCEGATE_EMBED_TIMEOUT_S" in failed["huge.txt"]
+    assert store.get_document("small.txt") is not None and store.get_document("huge.txt") is None
+    assert elapsed < 20, elapsed  # not the ~7 s per 64 chunks of the whole file

@@ -244,7 +244,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
                         max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
                         parse_timeout_s=settings.parse_timeout_s or None, parse_memory_mb=settings.parse_memory_mb or None,
-                        follow_symlinks=follow_symlinks)
+                        follow_symlinks=follow_symlinks, embed_timeout_s=settings.embed_timeout_s or None)
     ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
     try:
         if err.is_terminal and not quiet:

@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     # A budget per file: a file whose parsing takes longer or needs more memory fails, the rest go on.
     parse_timeout_s: float = Field(120.0, validation_alias=_env("SOURCEGATE_PARSE_TIMEOUT_S"))
     parse_memory_mb: int = Field(2048, validation_alias=_env("SOURCEGATE_PARSE_MEMORY_MB"))
+    # Embedding one document (its vectors and passage features) at most this long; 0: no budget.
+    embed_timeout_s: float = Field(120.0, ge=0, validation_alias=_env("SOURCEGATE_EMBED_TIMEOUT_S"))
     chunk_size: int = Field(800, validation_alias=_env("SOURCEGATE_CHUNK_SIZE"))
     chunk_overlap: int = Field(120, validation_alias=_env("SOURCEGATE_CHUNK_OVERLAP"))
 

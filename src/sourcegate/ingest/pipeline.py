@@ -144,6 +144,12 @@ def _features_version() -> str:
         return "none"
 
 
+def _rows(batch, d: int) -> range:
+    """The rows of the `d`-th document of `batch` among the batch's chunks."""
+    start = sum(len(chunks) for _, chunks, _ in batch[:d])
+    return range(start, start + len(batch[d][1]))
+
+
 def _contested(doc_id: str, others: list[str]) -> str:
     return (f"document id {doc_id!r} is also claimed by {', '.join(others)} in this run: neither is indexed until "
             "one of them takes another id (ids are unique in the library; the order files are read in does not "
@@ -195,34 +201,60 @@ EMBED_STEP = 64
 
 
 def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None = None,
-                        should_stop: Callable[[], bool] | None = None):
+                        should_stop: Callable[[], bool] | None = None, sizes: list[int] | None = None,
+                        budget_s: float | None = None):
     """Vectors and passage features for (title, text) pairs; runs in a worker process or inline.
     Inline, `should_stop` is asked between steps: a big document's embedding does not hold a stop
-    request for the whole of it (`_Stopped`)."""
+    request for the whole of it (`_Stopped`).
+
+    `sizes`: the number of items of each document, in order. With `budget_s`, a document whose
+    items (vectors and features) take longer than that is given up between steps: its rows are
+    zeros and its index is in the third value returned (a huge file took minutes, as parsing
+    did before it had a budget)."""
+    import numpy as np
+
     embedder = embedder or _WORKER_EMBEDDER
     texts = [f"{title}\n{text}" for title, text in items]
-    if should_stop is None:
-        vectors = embedder.embed(texts)
-    else:
-        import numpy as np
+    sizes = sizes if sizes is not None else [len(items)]
+    doc_of = [d for d, n in enumerate(sizes) for _ in range(n)]
+    spent = [0.0] * len(sizes)
+    over: set[int] = set()
 
-        parts = []
-        for start in range(0, len(texts), EMBED_STEP):
-            if should_stop():
-                raise _Stopped
-            parts.append(np.asarray(embedder.embed(texts[start:start + EMBED_STEP])))
-        vectors = np.concatenate(parts) if parts else np.asarray(embedder.embed([]))
+    def charge(d: int, t0: float) -> None:
+        spent[d] += time.perf_counter() - t0
+        if budget_s and spent[d] > budget_s:
+            over.add(d)
+
+    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    start = 0
+    while start < len(texts):
+        if should_stop is not None and should_stop():
+            raise _Stopped
+        d = doc_of[start]
+        if d in over:
+            start += 1
+            continue
+        # one step never runs past the end of its document, so time is charged to the right one
+        end = min(start + EMBED_STEP, len(texts), sum(sizes[:d + 1]))
+        t0 = time.perf_counter()
+        vectors[start:end] = np.asarray(embedder.embed(texts[start:end]), dtype=np.float32)
+        charge(d, t0)
+        start = end
     features_fn = _passage_features_fn()
     feats: list[dict | None] = [None] * len(items)
     if features_fn is not None:
         for i, (title, text) in enumerate(items):
             if should_stop is not None and should_stop():
                 raise _Stopped
+            if doc_of[i] in over:
+                continue
+            t0 = time.perf_counter()
             try:
                 feats[i] = features_fn(text, title, embedder=embedder, vector=vectors[i])
             except Exception:
                 log.debug("passage features failed", exc_info=True)
-    return vectors, feats
+            charge(doc_of[i], t0)
+    return vectors, feats, over
 
 
 PARENT_CHECK_S = 1.0
@@ -289,12 +321,15 @@ class Ingestor:
     def __init__(self, store: Store, embedder: Embedder, *, chunk_size: int = 800, chunk_overlap: int = 120,
                  max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64, workers: int | None = None,
                  parse_timeout_s: float | None = 120.0, parse_memory_mb: int | None = 2048,
-                 follow_symlinks: bool = False):
+                 follow_symlinks: bool = False, embed_timeout_s: float | None = 120.0):
         """`workers` > 1 embeds batches in that many forked processes while this one parses and
         writes; a pool starts only once there is more than one batch of work. Each file is parsed
         in a child process within `parse_timeout_s` seconds and `parse_memory_mb` megabytes (None
-        for both: in this process, without a budget)."""
+        for both: in this process, without a budget). Embedding one document (its vectors and
+        passage features) takes `embed_timeout_s` at most (None: no budget); past it the document
+        fails, named."""
         self.follow_symlinks = follow_symlinks
+        self.embed_timeout_s = embed_timeout_s
         self.parse_timeout_s = parse_timeout_s
         self.parse_memory_mb = parse_memory_mb
         self._parser: BudgetedParser | None = None
@@ -481,16 +516,18 @@ class Ingestor:
             batch = list(pending)
             pending.clear()
             items = [(d.title, c.text) for d, chunks, _ in batch for c in chunks]
+            sizes = [len(chunks) for _, chunks, _ in batch]
             self._batches += 1
             pool = self._get_pool() if self._batches > 1 else None
             if pool is not None:
-                future = pool.submit(_embed_and_features, items)
+                future = pool.submit(_embed_and_features, items, None, None, sizes, self.embed_timeout_s)
             else:
                 from concurrent.futures import Future
 
                 future = Future()
                 try:
-                    future.set_result(_embed_and_features(items, self.embedder, self._stop.is_set))
+                    future.set_result(_embed_and_features(items, self.embedder, self._stop.is_set, sizes,
+                                                          self.embed_timeout_s))
                 except _Stopped:
                     self._inflight.clear()
                     return
@@ -499,7 +536,7 @@ class Ingestor:
         while self._inflight and (final or len(self._inflight) > self.workers or self._inflight[0][0].done()):
             future, batch = self._inflight.pop(0)
             try:
-                vectors, feats = self._result(future)
+                vectors, feats, over = self._result(future)
             except _Stopped:
                 self._inflight.clear()
                 return
@@ -507,7 +544,17 @@ class Ingestor:
                 for doc, _, _ in batch:
                     report.failed.append((doc.path or doc.id, f"could not be embedded ({type(e).__name__}: {e})"))
                 continue
-            self._write(batch, vectors, feats, report)
+            for d in sorted(over):
+                doc = batch[d][0]
+                report.failed.append((doc.path or doc.id, f"embedding took over {self.embed_timeout_s:.0f} s, the "
+                                                          "budget of one document: split it, or raise "
+                                                          "SOURCEGATE_EMBED_TIMEOUT_S (0: no budget)"))
+            if over:
+                kept = [d for d in range(len(batch)) if d not in over]
+                self._write([batch[d] for d in kept], vectors, feats, report,
+                            rows=[r for d in kept for r in _rows(batch, d)])
+            else:
+                self._write(batch, vectors, feats, report)
         if final:
             self._close_pool()
 
@@ -568,7 +615,12 @@ class Ingestor:
             else:
                 report.updated -= 1
 
-    def _write(self, batch, vectors, feats, report: IngestReport) -> None:
+    def _write(self, batch, vectors, feats, report: IngestReport, rows: list[int] | None = None) -> None:
+        """Write `batch`; `rows`: the rows of `vectors` and `feats` that belong to it, in order
+        (all of them when None)."""
+        if rows is not None:
+            vectors = vectors[rows] if len(rows) else vectors[:0]
+            feats = [feats[r] for r in rows]
         offset = 0
         for doc, chunks, kind in batch:
             if self._stop.is_set():  # each document is written whole or not at all
