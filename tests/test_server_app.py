@@ -150,6 +150,23 @@ def test_openapi_is_inline_and_names_the_operation(app_env):
     assert doc["servers"][0]["url"].startswith("http://testserver")
 
 
+def test_openapi_for_an_unknown_host_names_the_port_served_on(tmp_path):
+    # a Host the server does not answer for (no port in it) gave http://127.0.0.1:80
+    import httpx
+
+    from test_server_fixtures import running_server
+
+    settings = make_settings(tmp_path / "audit.jsonl", mcp_allowed_hosts="")
+    gate = make_gate(settings)
+    try:
+        with running_server(create_app(settings, gate), settings) as base:
+            port = int(base.rsplit(":", 1)[1])
+            doc = httpx.get(base + "/openapi.json", headers={"host": "evil.example"}, timeout=30).json()
+            assert doc["servers"][0]["url"] == f"http://127.0.0.1:{port}"
+    finally:
+        gate.close()
+
+
 def test_mcp_rejects_unknown_host_headers(tmp_path):
     # DNS-rebinding protection: only localhost and MCP_ALLOWED_HOSTS may reach /mcp.
     settings = make_settings(tmp_path / "audit.jsonl", mcp_allowed_hosts="agents.example.org")

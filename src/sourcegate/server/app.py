@@ -109,7 +109,10 @@ def openapi_server_url(settings: Settings, request: Request) -> str:
     if extra:
         first = extra[0]
         return first if "://" in first else f"https://{first}"
-    return f"http://127.0.0.1:{request.url.port or 80}"
+    # the port the connection came in on (the Host header's, from a host not answered for, is not
+    # this server's: without one it read as port 80)
+    server = request.scope.get("server") or (None, None)
+    return f"http://127.0.0.1:{server[1] or request.url.port or 80}"
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

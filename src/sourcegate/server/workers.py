@@ -44,7 +44,7 @@ import time
 from multiprocessing.connection import wait
 
 from ..settings import Settings
-from .admission import concurrency_or_cores
+from .admission import available_cores, concurrency_or_cores
 
 log = logging.getLogger("sourcegate.serve")
 
@@ -57,7 +57,8 @@ PARENT_CHECK_S = 1.0
 
 
 def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    """One worker per core this process may use (a container's CPU limit included)."""
+    return available_cores()
 
 
 def per_worker_concurrency(settings: Settings) -> int:
@@ -76,7 +77,7 @@ def judge_threads(concurrency: int, workers: int) -> int:
     of its own on one thread is ~10% slower than on two, but several at once answer more (2 cores,
     4 clients: 9.1 against 7.9 answers/s, with a third less CPU: two threads per run mostly wait on
     each other)."""
-    return max(1, (os.cpu_count() or 1) // max(1, concurrency * max(1, workers)))
+    return max(1, available_cores() // max(1, concurrency * max(1, workers)))
 
 
 def pin_judge_threads(settings: Settings, workers: int) -> None:
@@ -169,6 +170,10 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
         if not stopping:
             log.info("stopping %d workers (signal %s)", len(procs), signal.Signals(signum).name)
         stopping = True
+        # The listening socket stops listening once every process has closed it: the workers close
+        # theirs as they stop; the parent's copy kept it open until the last worker ended, so new
+        # connections were queued that nobody would accept, then reset. Closed, they are refused.
+        sock.close()
         for p in procs.values():
             if p.is_alive() and p.pid:
                 try:
