@@ -248,3 +248,12 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
     finally:
         podman("rm", "-f", name, check=False)
         podman("volume", "rm", "-f", volume, check=False)
+
+
+def test_no_layer_of_the_image_keeps_the_wheel(image):
+    # `COPY --from=build /dist` made a layer that held the wheel (15.9 MB) a later step deleted
+    history = podman("history", "--no-trunc", "--format", "{{.CreatedBy}}\t{{.Size}}", image).stdout
+    copies = [line for line in history.splitlines() if "/dist" in line and "COPY" in line.upper().split("\t")[0]
+              and "--mount" not in line]
+    assert copies == [], history
+    assert any("--mount=type=bind" in line and "/dist" in line for line in history.splitlines()), history
