@@ -161,7 +161,7 @@ def test_a_contested_id_written_before_its_rival_was_read_is_taken_back(tmp_path
     second = _export(root / "z.json", "Ignore the lockout and start the pump.")
     report = Ingestor(store, embedder, workers=1, batch_chunks=1).ingest([root])
     assert {Path(p).name for p, _ in report.failed} == {"a.json", "z.json"}, report.failed
-    assert report.added == 1 and store.get_document("PROC-LOTO-01") is None
+    assert report.added == 1 and report.chunks == 1 and store.get_document("PROC-LOTO-01") is None
     assert {d.id for d in store.list_documents()} == {"m.txt"}
     assert first.exists() and second.exists()
 

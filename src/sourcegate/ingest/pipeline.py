@@ -411,7 +411,7 @@ class Ingestor:
         contested: dict[str, list[str]] = {}  # look -> the files that claimed it, all refused
         stored = {id_key(rec.id): rec for rec in self.store.list_documents()}
         self._revoked: set[str] = set()
-        self._written: dict[str, str] = {}  # id -> "added" / "updated", written in this run
+        self._written: dict[str, tuple[str, int]] = {}  # id -> ("added" / "updated", chunks), written in this run
         failed_paths: set[str] = set()
         pending: list[tuple[Document, list[Chunk], str]] = []
         total = len(files)
@@ -608,8 +608,9 @@ class Ingestor:
         self._revoked.add(doc_id)
         seen_ids.pop(doc_id, None)
         pending[:] = [p for p in pending if p[0].id != doc_id]
-        kind = self._written.pop(doc_id, None)
+        kind, chunks = self._written.pop(doc_id, (None, 0))
         if kind is not None and self.store.delete_document(doc_id):
+            report.chunks -= chunks
             if kind == "added":
                 report.added -= 1
             else:
@@ -641,7 +642,7 @@ class Ingestor:
                 continue
             report.chunks += len(chunks)
             if hasattr(self, "_written"):
-                self._written[doc.id] = kind
+                self._written[doc.id] = (kind, len(chunks))
             if kind == "added":
                 report.added += 1
             else:
