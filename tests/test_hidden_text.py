@@ -28,6 +28,10 @@ def _html(path, deep: bool = False):
 <span style='visibility: hidden !important'>{HIDDEN} (visibility)</span>
 <section style="DISPLAY : NONE"><div><p>{HIDDEN} (nested)</p></div></section>
 <p class="hidden-sm" data-note="x hidden y">Stop the pump first.</p>"""
+    if not deep:  # a class hidden by the page's stylesheet (read with the tree only)
+        body = ("<style>/* x */ .muted { color: grey } .sr, #legal > p { visibility : hidden } "
+                f"@media print {{ .x {{ display: block }} }}</style>{body}<p class='sr'>{HIDDEN} (class)</p>"
+                f"<div id='legal'><p>{HIDDEN} (id)</p></div><p class='muted'>Check the seals.</p>")
     if deep:  # past the nesting limit the page is read as text, without a tree
         body = "<div>" * 300 + body + "</div>" * 300
     path.write_text(f"<html><head><title>P-300</title></head><body>{body}</body></html>", encoding="utf-8")
@@ -38,6 +42,7 @@ def _html(path, deep: bool = False):
 def test_hidden_html_is_not_read(tmp_path, deep):
     text = parse_html(_html(tmp_path / "p.html", deep), "p.html")[0].text
     assert SHOWN in text and "Stop the pump first." in text
+    assert deep or "Check the seals." in text
     assert "20,000" not in text, text
 
 

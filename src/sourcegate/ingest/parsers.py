@@ -232,6 +232,27 @@ def _hidden_element(el) -> bool:
     return "hidden" in attrs or _style_hides(attrs.get("style") if isinstance(attrs.get("style"), str) else None)
 
 
+_CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
+_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+MAX_HIDING_SELECTORS = 200
+
+
+def _hiding_selectors(soup) -> list[str]:
+    """Selectors of the page's own stylesheets (`<style>`) whose rules hide what they match
+    (`.note { display: none }`): a class is the usual way to hide text, not an inline style.
+    Rules inside `@media` and the like are read as if they applied."""
+    out: list[str] = []
+    for style in soup.find_all("style"):
+        css = _CSS_COMMENT.sub(" ", style.get_text())
+        for m in _CSS_RULE.finditer(css):
+            if _style_hides(m.group(2)):
+                out += [sel.strip() for sel in m.group(1).split(",")
+                        if sel.strip() and not sel.strip().startswith("@") and ":" not in sel]
+            if len(out) >= MAX_HIDING_SELECTORS:
+                return out[:MAX_HIDING_SELECTORS]
+    return out
+
+
 def _drop_hidden_elements(markup: str) -> str:
     """Markup without the elements its attributes hide, in one pass over the tags (for markup too
     deep for a tree): from a hidden element's start tag to its matching end tag."""
@@ -304,9 +325,16 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
     # lxml's HTML parser (libxml2) is linear on broken markup; html.parser is quadratic on
     # unclosed tags (`<a <a <a ...`).
     soup = BeautifulSoup(markup, "lxml")
+    hiding = _hiding_selectors(soup)
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
         tag.decompose()
-    for tag in soup.find_all(_hidden_element):
+    hidden = soup.find_all(_hidden_element)
+    for selector in hiding:
+        try:
+            hidden += soup.select(selector)
+        except Exception:  # a selector soupsieve does not read: the rule is passed over
+            continue
+    for tag in hidden:
         if not tag.decomposed:  # an element inside one already dropped
             tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None
