@@ -152,8 +152,8 @@ def _global_params() -> list[click.Option]:
         click.Option(["--judge", "judge"], type=click.Choice(["local", "typesafe", "recorded", "llm"]),
                      expose_value=False, callback=_remember, help="Judge backend [env SOURCEGATE_JUDGE, default local]."),
         click.Option(["--env-file"], type=click.Path(path_type=Path), expose_value=False, callback=_remember,
-                     help="Read settings from this .env file [default: HOME/.env when the home is chosen with --home or "
-                          "SOURCEGATE_HOME; ./.env and ./.sourcegate/.env are not read]."),
+                     help="Read settings from this .env file [default: HOME/.env when the home is chosen with "
+                          "--home or SOURCEGATE_HOME; ./.env and ./.sourcegate/.env are not read]."),
         click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_remember,
                      help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info]."),
     ]

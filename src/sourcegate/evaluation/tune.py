@@ -426,7 +426,8 @@ def _better(a: dict[str, float], b: dict[str, float]) -> bool:
     return _no_worse(a, b) and (a["accuracy"] > b["accuracy"] + 1e-9 or a["unsafe_answers"] < b["unsafe_answers"])
 
 
-def _choose(table: list[TableRow], n: int, folds: int, expects_answers: bool = True) -> tuple[TableRow | None, str | None]:
+def _choose(table: list[TableRow], n: int, folds: int,
+            expects_answers: bool = True) -> tuple[TableRow | None, str | None]:
     """The row to suggest, or None and why not."""
     if n < MIN_CASES:
         return None, (f"only {n} cases: no setting is suggested below {MIN_CASES} (held-out figures on so few "

@@ -201,8 +201,8 @@ def _html_depth(markup: str) -> int:
 # What a browser does not show of an element and all it holds: the `hidden` attribute, and an inline
 # style of `display: none` or `visibility: hidden` (or `collapse`). A page can say one thing to its
 # readers and another, hidden, to whatever quotes it; hidden text is not indexed.
-_HIDDEN_STYLE = re.compile(r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*(?:!important\s*)?(?:;|$)",
-                           re.I)
+_HIDDEN_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*(?:!important\s*)?(?:;|$)", re.I)
 # The same in a start tag's attributes, for markup too deep for a tree: `hidden` as an attribute
 # name (not inside a quoted value) or a style attribute that hides.
 _HIDDEN_TAG_ATTRS = re.compile(

@@ -55,7 +55,8 @@ def _cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
             except ValueError:
                 return None
         return None
-    quota, period = read(os.path.join(root, "cpu", "cpu.cfs_quota_us")), read(os.path.join(root, "cpu", "cpu.cfs_period_us"))
+    quota = read(os.path.join(root, "cpu", "cpu.cfs_quota_us"))
+    period = read(os.path.join(root, "cpu", "cpu.cfs_period_us"))
     try:
         if quota and period and int(quota) > 0:
             return int(quota) / int(period)

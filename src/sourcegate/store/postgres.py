@@ -443,7 +443,8 @@ class PostgresStore:
                 raise StoreUnavailable(f"cannot reach PostgreSQL at {self.location} (tried "
                                        f"{time.monotonic() - self._pool_failed_at:.1f} s ago)")
             try:  # one plain connection first: a pool would keep retrying in the background instead
-                psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._wait_s)), **self._tcp).close()
+                psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._wait_s)),
+                                **self._tcp).close()
             except psycopg.OperationalError as e:
                 self._pool_failed_at = time.monotonic()
                 raise StoreUnavailable(f"cannot reach PostgreSQL at {self.location}: {type(e).__name__}") from None
