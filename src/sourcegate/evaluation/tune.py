@@ -186,6 +186,14 @@ class Replayer:
                 "abstentions": int(abstained.sum())}
 
 
+
+def _echo(message: object = "", err: bool = False) -> None:
+    """`click.echo` without control or invisible characters (a crafted record or label file could
+    hold terminal escape sequences): shown as escapes (see `inert.terminal_text`)."""
+    from ..inert import terminal_text
+
+    click.echo(terminal_text(str(message)), err=err)
+
 def summary(results: list[CaseResult]) -> dict[str, float]:
     """Accuracy (source-checked), status accuracy, truthfulness and unsafe answers: the numbers the
     tuner trades off."""
@@ -625,31 +633,31 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
         from .runner import metrics
 
         write_report(results, metrics(results), report_path, thresholds=settings.thresholds(), limits=limits)
-        click.echo(f"report written to {report_path}", err=True)
+        _echo(f"report written to {report_path}", err=True)
     if as_json:
-        click.echo(json.dumps(res.to_json(), indent=2))
+        _echo(json.dumps(res.to_json(), indent=2))
         return
     # The trade-off first, then the warnings, and only then anything to paste.
-    click.echo(format_tradeoff(res))
-    click.echo("")
-    click.echo(f"before: {_fmt(res.before)}")
-    click.echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
-    click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
+    _echo(format_tradeoff(res))
+    _echo("")
+    _echo(f"before: {_fmt(res.before)}")
+    _echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
+    _echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
                f"(on the {res.cases} cases the thresholds were fitted to)")
     if res.cross_validated:
         cv = res.cross_validated
-        click.echo(f"held-out ({cv['folds']}-fold): {_fmt(cv)}")
+        _echo(f"held-out ({cv['folds']}-fold): {_fmt(cv)}")
     for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
+        _echo(f"warning: {w}", err=True)
     for note in res.notes:
-        click.echo(f"note: {note}")
-    click.echo("")
+        _echo(f"note: {note}")
+    _echo("")
     if res.suggested is None:
-        click.echo(f"no change suggested: {res.refusal}")
+        _echo(f"no change suggested: {res.refusal}")
         return
     row = next(r for r in res.table[1:] if r.thresholds == res.suggested)
-    click.echo(f"suggested ({row.label}; held-out accuracy {row.held_out['accuracy']:.3f} against "
+    _echo(f"suggested ({row.label}; held-out accuracy {row.held_out['accuracy']:.3f} against "
                f"{res.table[0].held_out['accuracy']:.3f}, unsafe {row.held_out['unsafe_answers']} against "
                f"{res.table[0].held_out['unsafe_answers']}); to use it, set:")
     for line in res.env_lines():
-        click.echo(line)
+        _echo(line)
