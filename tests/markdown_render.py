@@ -25,17 +25,18 @@ def renderers() -> dict[str, MarkdownIt]:
 
 
 _ALLOWED_TAGS = {"p", "ul", "ol", "li", "code", "em", "strong", "s", "del", "h1", "h2", "h3", "h4", "h5", "h6",
-                 "blockquote", "pre", "hr", "br", "table", "thead", "tbody", "tr", "th", "td"}
+                 "blockquote", "pre", "hr", "br"}
 
 
 def active_markup(text: str) -> list[str]:
-    """Every link, image, autolink or piece of raw HTML any renderer makes of `text` (empty when it
-    is inert), as `renderer: what`."""
+    """Every link, image, autolink, table or piece of raw HTML any renderer makes of `text` (empty
+    when it is inert), as `renderer: what`. A table counts: its cell pipes split what was escaped or
+    put in a code span before the cells are read as inline text."""
     found: list[str] = []
     for name, md in renderers().items():
         def walk(tokens):
             for t in tokens:
-                if t.type in ("link_open", "image", "html_inline", "html_block"):
+                if t.type in ("link_open", "image", "html_inline", "html_block", "table_open"):
                     found.append(f"{name}: {t.type} {t.attrs or t.content!r}")
                 if t.children:
                     walk(t.children)

@@ -1,6 +1,8 @@
 """A TCP port in front of a real server that a test can take down and bring back: down, nothing
 listens (connections are refused) and every connection through it is cut; up, connections are
-forwarded to the server (a TCP address or a Unix socket). Imported by the store outage tests."""
+forwarded to the server (a TCP address or a Unix socket). Silent, connections stay open and new
+ones are accepted, but no byte goes either way (what a NAT or a load balancer that dropped the
+flows does, or a server frozen). Imported by the store outage tests."""
 
 from __future__ import annotations
 
@@ -34,6 +36,15 @@ class TcpSwitch:
         self._listener: socket.socket | None = None
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self._silent = threading.Event()
+
+    def silent(self) -> None:
+        """Stop forwarding, connections left open: what is sent is lost."""
+        self._silent.set()
+
+    def speak(self) -> None:
+        """Forward again (connections made while silent stay dead, as a dropped flow does)."""
+        self._silent.clear()
 
     def up(self) -> None:
         s = socket.socket()
@@ -66,6 +77,11 @@ class TcpSwitch:
                 client, _ = listener.accept()
             except OSError:
                 return
+            if self._silent.is_set():
+                with self._lock:
+                    self._open.add(client)
+                threading.Thread(target=self._pump, args=(client, None), daemon=True).start()
+                continue
             try:
                 server = socket.socket(self.family)
                 server.connect(self.address)
@@ -77,14 +93,15 @@ class TcpSwitch:
             for a, b in ((client, server), (server, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket | None) -> None:
         try:
             while data := src.recv(65536):
-                dst.sendall(data)
+                if dst is not None and not self._silent.is_set():
+                    dst.sendall(data)
         except OSError:
             pass
         finally:
-            for s in (src, dst):
+            for s in (src, dst) if dst is not None else (src,):
                 try:
                     s.shutdown(socket.SHUT_RDWR)
                 except OSError:

@@ -119,6 +119,29 @@ def test_a_server_answers_the_connectors_request_as_declared(tmp_path, with_key)
             r2 = httpx.get(base + "/v1/audit/" + r.json()["audit_id"], headers={header: "connector-key"}, timeout=30)
             assert r2.status_code == 200
             jsonschema.validate(r2.json(), _nullable(audit["responses"]["200"]["schema"]))
+            # a flow reads the integrity flag only from a header the connector declares
+            declared = audit["responses"]["200"]["headers"]["x-audit-verified"]
+            assert r2.headers["x-audit-verified"] in declared["enum"]
+    finally:
+        gate.close()
+
+
+def test_the_connector_declares_every_response_of_an_audit_lookup(tmp_path):
+    # 403 (lookups off), 409 (a damaged record) and 503 (busy) are sent by the server: an action
+    # whose reply is not declared fails in Power Platform without its message
+    audit = connector_files()["apiDefinition.swagger.json"]["paths"]["/v1/audit/{audit_id}"]["get"]
+    assert {"200", "401", "403", "404", "409", "503"} <= set(audit["responses"])
+    assert audit["responses"]["503"]["headers"]["Retry-After"]["type"] == "integer"
+    assert audit["responses"]["200"]["headers"]["x-audit-verified"]["type"] == "string"
+    committed = _load("apiDefinition.swagger.json")["paths"]["/v1/audit/{audit_id}"]["get"]
+    assert committed["responses"] == audit["responses"]
+    settings = make_settings(tmp_path / "audit.jsonl", mcp_api_key="k")
+    gate = make_gate(settings)
+    try:  # each is sent for real
+        with running_server(create_app(settings, gate, audit_lookup=False)) as base:
+            r = httpx.get(base + "/v1/audit/" + "a" * 32, headers={"x-api-key": "k"}, timeout=30)
+            assert r.status_code == 403
+            jsonschema.validate(r.json(), _nullable(audit["responses"]["403"]["schema"]))
     finally:
         gate.close()
 

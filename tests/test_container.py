@@ -345,3 +345,12 @@ def test_the_deployment_guide_shows_the_commands_this_test_runs():
     changed here and not there (or the reverse) fails, with podman or without."""
     documented = documented_commands(DEPLOY_DOC.read_text(encoding="utf-8"))
     assert documented == rendered_commands(), "\n".join(["docs/deploy.md should list:", *rendered_commands()])
+
+
+def test_no_layer_of_the_image_keeps_the_wheel(image):
+    # `COPY --from=build /dist` made a layer that held the wheel (15.9 MB) a later step deleted
+    history = podman("history", "--no-trunc", "--format", "{{.CreatedBy}}\t{{.Size}}", image).stdout
+    copies = [line for line in history.splitlines() if "/dist" in line and "COPY" in line.upper().split("\t")[0]
+              and "--mount" not in line]
+    assert copies == [], history
+    assert any("--mount=type=bind" in line and "/dist" in line for line in history.splitlines()), history

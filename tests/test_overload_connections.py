@@ -85,3 +85,52 @@ def test_every_request_gets_a_response_under_overload(tmp_path):
     assert errors == []
     assert outcomes["200"] > 0 and outcomes["503"] > 0, outcomes
     assert set(outcomes) <= {"200", "503"}
+
+
+def test_idle_connections_are_capped_and_a_new_client_is_served(tmp_path):
+    # About 1,000 idle sockets from one client used up a 1024 open-file limit: past the cap an idle
+    # connection is closed to make room.
+    settings = make_settings(tmp_path / "audit.jsonl", serve_max_connections=8)
+    gate = make_gate(settings)
+    idle: list[socket.socket] = []
+    try:
+        with running_server(create_app(settings, gate), settings) as base:
+            port = int(base.rsplit(":", 1)[1])
+            for _ in range(24):
+                idle.append(socket.create_connection(("127.0.0.1", port)))
+            time.sleep(0.5)
+            assert httpx.get(base + "/healthz", timeout=10).status_code == 200
+
+            def closed(s: socket.socket) -> bool:
+                s.settimeout(0.05)
+                try:
+                    return s.recv(1) == b""
+                except (socket.timeout, BlockingIOError):
+                    return False
+                except OSError:
+                    return True
+
+            deadline = time.monotonic() + 5
+            while sum(closed(s) for s in idle) < 24 - 8 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert sum(closed(s) for s in idle) >= 24 - 8
+    finally:
+        for s in idle:
+            s.close()
+        gate.close()
+
+
+def test_the_open_file_limit_is_raised_at_start():
+    import subprocess
+    import sys
+
+    code = ("import resource; from sourcegate.server.app import raise_open_files_limit, max_connections;"
+            "from sourcegate.settings import Settings;"
+            "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE);"
+            "resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard));"
+            "n = raise_open_files_limit(); print(n, resource.getrlimit(resource.RLIMIT_NOFILE)[0], hard,"
+            " max_connections(Settings(_env_file=None), n))")
+    n, soft, hard, cap = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                                 check=True).stdout.split())
+    assert n == soft == hard
+    assert 16 <= cap <= soft - 256 or hard <= 256 + 16

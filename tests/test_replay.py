@@ -120,3 +120,21 @@ def test_replay_names_a_sealed_record_of_the_wrong_shape(crafted, tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert "expected shape" in r.output and "line 2" in r.output, r.output
     assert "replayed 1 of 2 records" in r.output
+
+
+def test_replay_prints_no_terminal_escape_sequence_from_a_record(tmp_path):
+    # a record (sealed, so it verifies) whose id and question hold escape sequences: clear screen,
+    # window title, an 8-bit CSI
+    from sourcegate.audit import AuditLog
+    from sourcegate.cli import cli
+
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    bad = "\x1b[2J\x1b]0;owned\x07\x9b31m"
+    log.append({"audit_id": "good", "status": "insufficient_evidence", "candidates": []})
+    log.append({"audit_id": f"crafted{bad}", "query": f"q{bad}", "status": "answer_from_evidence", "parts": ["x"]})
+    for args in (["replay", str(path)], ["replay", str(path), "--json"]):
+        r = CliRunner().invoke(cli, args)
+        assert "crafted" in r.output or "line 2" in r.output, r.output
+        for ch in ("\x1b", "\x07", "\x9b"):
+            assert ch not in r.output, (args, r.output)

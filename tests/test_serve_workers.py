@@ -134,6 +134,56 @@ def test_two_workers_share_one_port_one_audit_chain_and_stop_together(tmp_path):
     assert any("2 workers" in e.get("event", "") for e in events)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_workers_stop_when_their_parent_is_killed(tmp_path):
+    # kill -KILL on the parent left both workers serving with ppid 1, and the next `serve` failed
+    # with "Address already in use"
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCEGATE_", "AUDIT_", "MCP_", "SERVE_"))}
+    env.update(SOURCEGATE_HOME=str(demo_home()), AUDIT_LOG_PATH=str(tmp_path / "audit.jsonl"), SOURCEGATE_READER="false")
+    log_path = tmp_path / "server.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "sourcegate.cli", "serve", "--port", str(port), "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    workers: set[int] = set()
+    try:
+        workers = _wait(lambda: len(_children(proc.pid)) == 2 and _children(proc.pid), 60, "two workers")
+
+        def up() -> bool:
+            assert proc.poll() is None, log_path.read_text()[-2000:]
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        _wait(up, 120, "the server to answer")
+        proc.kill()
+        proc.wait(timeout=10)
+        _wait(lambda: not any(_alive(w) for w in workers), 30, "the orphaned workers to stop")
+        import socket as socket_module
+
+        probe = socket_module.socket()  # the next `serve` can bind the port (as `bind` does)
+        probe.setsockopt(socket_module.SOL_SOCKET, socket_module.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+        probe.close()
+    finally:
+        for w in workers:
+            if _alive(w):
+                os.kill(w, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+
+
 def test_connections_on_the_shared_socket_are_sent_without_delay():
     # asyncio turns Nagle's algorithm off only on connections of a socket that says it is TCP; on
     # one made with protocol 0 each small response waited for the client's delayed ACK (~40 ms).
@@ -173,7 +223,11 @@ def test_each_worker_may_take_a_machines_worth_of_questions(monkeypatch):
     from sourcegate.server import workers as w
     from sourcegate.settings import Settings
 
+    from sourcegate.server import admission
+
     monkeypatch.setattr(w.os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(w.os, "sched_getaffinity", lambda pid: set(range(8)))
+    monkeypatch.setattr(admission, "_cgroup_cpu_limit", lambda: None)
     monkeypatch.delenv("SERVE_MAX_CONCURRENCY", raising=False)
     assert w.per_worker_concurrency(Settings()) == 8
     assert w.judge_threads(w.per_worker_concurrency(Settings()), 4) == 1
@@ -183,3 +237,97 @@ def test_each_worker_may_take_a_machines_worth_of_questions(monkeypatch):
     assert w.per_worker_concurrency(two_at_once) == 2
     assert w.judge_threads(w.per_worker_concurrency(two_at_once), 2) == 2
     assert w.judge_threads(w.per_worker_concurrency(two_at_once), 1) == 4
+
+
+def test_a_containers_cpu_limit_sizes_the_workers_and_the_questions_at_once(monkeypatch, tmp_path):
+    # `--cpus 0.5` on a 64-core host gave 64 workers of 64 questions at once: the host's cores
+    from sourcegate.server import admission, workers as w
+    from sourcegate.settings import Settings
+
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("50000 100000\n")
+    assert admission._cgroup_cpu_limit(str(v2)) == 0.5
+    (v2 / "cpu.max").write_text("max 100000\n")
+    assert admission._cgroup_cpu_limit(str(v2)) is None
+    v1 = tmp_path / "v1"
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("250000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert admission._cgroup_cpu_limit(str(v1)) == 2.5
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert admission._cgroup_cpu_limit(str(v1)) is None
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(admission, "_cgroup_cpu_limit", lambda: 0.5)
+    settings = Settings(_env_file=None)
+    assert w.default_workers() == 1 and w.per_worker_concurrency(settings) == 1
+    assert admission.AdmissionControl().concurrency == 1
+    monkeypatch.setattr(admission, "_cgroup_cpu_limit", lambda: 2.5)
+    assert w.default_workers() == 3 and w.judge_threads(1, 3) == 1
+    monkeypatch.setattr(admission, "_cgroup_cpu_limit", lambda: None)
+    assert w.default_workers() == 64
+
+
+def test_connections_made_after_sigterm_are_refused_not_reset(tmp_path):
+    # While a worker finishes a question in flight, the parent's copy of the listening socket kept
+    # it listening: connections made after SIGTERM were queued, then reset.
+    import socket as socket_module
+    import threading
+
+    silent = socket_module.socket()  # a judge that accepts and never answers: the question stays in flight
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held: list = []
+    threading.Thread(target=lambda: [held.append(silent.accept()) for _ in range(16)], daemon=True).start()
+    sock = free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SOURCEGATE_", "AUDIT_", "MCP_", "SERVE_", "JUDGE_"))}
+    env.update(SOURCEGATE_HOME=str(demo_home()), AUDIT_LOG_PATH=str(tmp_path / "audit.jsonl"), SOURCEGATE_READER="false",
+               SOURCEGATE_JUDGE="typesafe", TYPESAFE_API_KEY="k",
+               TYPESAFE_BASE_URL=f"http://127.0.0.1:{silent.getsockname()[1]}", JUDGE_DEADLINE_S="12",
+               JUDGE_RETRIES="0")
+    log_path = tmp_path / "server.log"
+    log = log_path.open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "sourcegate.cli", "serve", "--port", str(port), "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        def up() -> bool:
+            assert proc.poll() is None, log_path.read_text()[-2000:]
+            try:
+                return all(httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200 for _ in range(4))
+            except httpx.HTTPError:
+                return False
+
+        _wait(up, 120, "the server to answer")
+        asking = threading.Thread(target=lambda: httpx.post(f"http://127.0.0.1:{port}/v1/ask", json={"query": Q},
+                                                           timeout=60), daemon=True)
+        asking.start()
+        _wait(lambda: held, 30, "the question to reach the judge")
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(1.0)  # the workers have closed their listeners; the question is still in flight
+        assert proc.poll() is None and asking.is_alive()
+        outcomes = []
+        for _ in range(5):
+            c = socket_module.socket()
+            c.settimeout(5)
+            try:
+                c.connect(("127.0.0.1", port))
+                c.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                outcomes.append("answered" if c.recv(64) else "closed")
+            except ConnectionRefusedError:
+                outcomes.append("refused")
+            except (ConnectionResetError, socket_module.timeout) as e:
+                outcomes.append(type(e).__name__)
+            finally:
+                c.close()
+            time.sleep(0.1)
+        assert set(outcomes) == {"refused"}, outcomes
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()
+        silent.close()

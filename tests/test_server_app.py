@@ -150,6 +150,23 @@ def test_openapi_is_inline_and_names_the_operation(app_env):
     assert doc["servers"][0]["url"].startswith("http://testserver")
 
 
+def test_openapi_for_an_unknown_host_names_the_port_served_on(tmp_path):
+    # a Host the server does not answer for (no port in it) gave http://127.0.0.1:80
+    import httpx
+
+    from test_server_fixtures import running_server
+
+    settings = make_settings(tmp_path / "audit.jsonl", mcp_allowed_hosts="")
+    gate = make_gate(settings)
+    try:
+        with running_server(create_app(settings, gate), settings) as base:
+            port = int(base.rsplit(":", 1)[1])
+            doc = httpx.get(base + "/openapi.json", headers={"host": "evil.example"}, timeout=30).json()
+            assert doc["servers"][0]["url"] == f"http://127.0.0.1:{port}"
+    finally:
+        gate.close()
+
+
 def test_mcp_rejects_unknown_host_headers(tmp_path):
     # DNS-rebinding protection: only localhost and MCP_ALLOWED_HOSTS may reach /mcp.
     settings = make_settings(tmp_path / "audit.jsonl", mcp_allowed_hosts="agents.example.org")
@@ -182,7 +199,7 @@ def test_a_forged_unkeyed_record_in_a_keyed_log_is_not_verified(tmp_path):
     gate.close()
 
 
-@pytest.mark.parametrize("key", ["clé-secrète", "k\u00e9y", "key\u200b", "tab\tkey", " padded"])
+@pytest.mark.parametrize("key", ["clé-secrète", "k\u00e9y", "key\u200b", "tab\tkey", " padded", ""])
 def test_serve_refuses_a_key_no_client_can_send(key, tmp_path):
     from click.testing import CliRunner
 
@@ -192,7 +209,7 @@ def test_serve_refuses_a_key_no_client_can_send(key, tmp_path):
     for var in ("MCP_API_KEY", "METRICS_API_KEY"):
         r = CliRunner().invoke(cli, ["--home", str(demo_home()), "serve", "--port", "0"], env={var: key})
         assert r.exit_code == 1 and var in r.output and "Traceback" not in r.output, r.output
-        assert "ASCII" in r.output or "space" in r.output
+        assert "ASCII" in r.output or "space" in r.output or "set but empty" in r.output
 
 
 def test_an_ascii_key_is_matched(tmp_path):

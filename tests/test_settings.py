@@ -65,6 +65,35 @@ def test_the_working_directorys_dotenv_is_not_read_but_the_homes_is(monkeypatch,
     assert r.exit_code == 1 and "no settings file" in r.output
 
 
+def test_the_default_homes_dotenv_is_not_read_either(monkeypatch, tmp_path):
+    """The default home, ./.sourcegate, is in the working directory: a folder that plants
+    .sourcegate/.env there could move the index or send questions to a "cloud" writer of its own.
+    It is treated as ./.env is (not read, and said); a home chosen with --home or SOURCEGATE_HOME
+    is read, and which file was read is said at warning level (seen without -v)."""
+    from click.testing import CliRunner
+
+    from sourcegate.cli import cli
+
+    monkeypatch.delenv("SOURCEGATE_HOME", raising=False)
+    library = tmp_path / "library"
+    (library / ".sourcegate").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    planted = library / ".sourcegate" / ".env"
+    planted.write_text(f"SOURCEGATE_STORE=sqlite:///{elsewhere}/index.db\nSOURCEGATE_WRITER=cloud\n"
+                       "AZURE_OPENAI_ENDPOINT=http://127.0.0.1:9/\n", encoding="utf-8")
+    monkeypatch.chdir(library)
+    r = CliRunner().invoke(cli, ["status"])
+    assert str(elsewhere) not in r.output.split("is not read")[-1], r.output
+    assert f"{planted} is not read" in r.output and "--env-file" in r.output, r.output
+    # chosen, it is read, and said without -v
+    r = CliRunner().invoke(cli, ["--home", ".sourcegate", "status"])
+    assert f"settings from the environment and {Path('.sourcegate') / '.env'}" in r.output, r.output
+    assert str(elsewhere / "index.db") in r.output
+    monkeypatch.setenv("SOURCEGATE_HOME", str(library / ".sourcegate"))
+    r = CliRunner().invoke(cli, ["status"])
+    assert f"settings from the environment and {planted}" in r.output and "is not read" not in r.output, r.output
+
+
 def test_keywords_win_over_the_environment(monkeypatch):
     monkeypatch.setenv("SOURCEGATE_JUDGE", "typesafe")
     monkeypatch.setenv("GATE_EVIDENCE_MIN", "0.9")

@@ -114,6 +114,82 @@ def test_postgres_going_down_while_serving_is_a_fast_503_and_recovers(switched_l
         gate.close()
 
 
+def test_postgres_going_silent_is_a_503_within_seconds_and_frees_the_slots(switched_library):
+    # A NAT or a load balancer that drops the flows: connections stay open, nothing comes back.
+    # Only `connect_timeout` bounded a connection: questions hung with their slots held.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sourcegate.server.app import create_app
+    from sourcegate.service import SourceGate
+
+    switch, settings = switched_library
+    gate = SourceGate(settings, judge=KeywordJudge())
+
+    def timed_ask(base):
+        t0 = time.monotonic()
+        try:
+            r = httpx.post(base + "/v1/ask", json={"query": Q}, timeout=30)
+        except httpx.TimeoutException:
+            return None, time.monotonic() - t0
+        return r, time.monotonic() - t0
+
+    try:
+        with running_server(create_app(settings, gate), settings) as base:
+            assert httpx.post(base + "/v1/ask", json={"query": Q}, timeout=60).status_code == 200
+            switch.silent()
+            with ThreadPoolExecutor(2) as pool:
+                answers = list(pool.map(lambda _: timed_ask(base), range(2)))
+            for r, elapsed in answers:
+                assert r is not None, f"no answer in {elapsed:.1f} s"
+                assert r.status_code == 503 and int(r.headers["retry-after"]) > 0, r.text
+                assert "store cannot be reached" in r.json()["error"]
+                assert elapsed < 7, elapsed  # about 5 s: the query timeout, not forever
+            health = httpx.get(base + "/healthz", timeout=30).json()
+            assert health["in_flight"] == 0 and health["queued"] == 0, health
+            r, elapsed = timed_ask(base)  # a new connection through the silent path: connect_timeout
+            assert r is not None and r.status_code == 503 and elapsed < 7, (r, elapsed)
+            switch.speak()
+            time.sleep(1.1)  # past the store's retry interval
+            r = _wait_for(lambda: (r := timed_ask(base)[0]) is not None and r.status_code == 200 and r, 20,
+                          "questions were not answered again once the path spoke")
+            assert r.json()["status"] == "answer_from_evidence"
+    finally:
+        switch.speak()
+        gate.close()
+
+
+def test_each_postgres_query_of_a_question_is_bounded(switched_library):
+    from sourcegate.store import open_store
+    from sourcegate.store.base import StoreUnavailable, store_time_budget
+    from sourcegate.store.postgres import QUERY_TIMEOUT_S, TCP_OPTIONS
+
+    switch, settings = switched_library
+    from sourcegate.embed import get_embedder
+
+    emb = get_embedder(settings.embedder)
+    store = open_store(settings.store_url, emb.id, emb.dim, **settings.store_options())
+    try:
+        with store._read() as conn:  # the server cancels a slow query; the pool stays
+            params = conn.info.get_parameters()
+            assert {k: params.get(k) for k in TCP_OPTIONS} == TCP_OPTIONS
+            assert conn.execute("SHOW statement_timeout").fetchone()[0] == f"{int(QUERY_TIMEOUT_S * 1000)}ms"
+        t0 = time.monotonic()
+        with pytest.raises(StoreUnavailable):
+            with store._read() as conn:
+                conn.execute("SELECT pg_sleep(30)")
+        assert time.monotonic() - t0 < QUERY_TIMEOUT_S + 1.5
+        assert store.stats().documents > 0
+        # the question's budget bounds the queries together, silent path or not
+        switch.silent()
+        t0 = time.monotonic()
+        with store_time_budget(1.0), pytest.raises(StoreUnavailable):
+            store.lexical_search("grease bearings", 5)
+        assert time.monotonic() - t0 < 2.5
+    finally:
+        switch.speak()
+        store.close()
+
+
 def _serve(tmp_path: Path, env_extra: dict[str, str], *args: str):
     sock = free_socket()
     port = sock.getsockname()[1]
@@ -133,6 +209,19 @@ def _stop(proc, log) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
     log.close()
+
+
+def test_serve_waiting_for_postgres_never_logs_a_password_libpq_reads_differently(tmp_path):
+    # "#" and "?" belong to the password for libpq; a parser that cuts the user part there logged it
+    url = "postgresql://sourcegate:se#cr?3t@127.0.0.1:1/library"
+    proc, base, log = _serve(tmp_path, {"SOURCEGATE_STORE": url, "SOURCEGATE_HOME": str(tmp_path / "home")})
+    try:
+        _wait_for(lambda: "cannot connect to PostgreSQL" in (tmp_path / "server.log").read_text(), 60,
+                  "serve never logged its retry")
+    finally:
+        _stop(proc, log)
+    text = (tmp_path / "server.log").read_text()
+    assert "cr?3t" not in text and "se#" not in text and "sourcegate:***@127.0.0.1:1/library" in text, text
 
 
 def test_serve_started_while_postgres_is_down_waits_for_it(switched_library, tmp_path):

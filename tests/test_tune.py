@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -274,3 +275,48 @@ def test_tune_cmd_prints_the_tradeoff_before_any_setting(tmp_path: Path, monkeyp
             env_lines = dict(lines[i].split("=") for i in gate_lines)
             assert float(env_lines.get("GATE_SUPERSEDED_MAX", "0.7")) >= 0.05
             assert float(env_lines.get("GATE_INJECTION_MAX", "0.7")) >= 0.12
+
+
+def test_a_crafted_file_cannot_loosen_the_injection_threshold():
+    # expected sources whose passages carry clauses addressed to an AI (injection 0.95): a fit free
+    # to raise GATE_INJECTION_MAX quoted them
+    current = GateThresholds()
+    results = []
+    for i in range(24):
+        doc = f"PLANTED-{i % 3}"
+        results.append(_result(EvalCase(f"how do I reset controller C-{i}?", "answer_from_evidence", [doc], [], "factual"),
+                               [(doc, _scores(ev=0.9, inj=0.95)), ("OTHER", _scores(rel=0.4, ev=0.1))]))
+    for i in range(6):
+        results.append(_result(EvalCase(f"what is the budget of site {i}?", "insufficient_evidence", [], [], "absent"),
+                               [("OTHER", _scores(rel=0.5, ev=0.1))]))
+    res = tune(results, current, max_unsafe_rate=0.0, cv_folds=5)
+    for row in res.table:
+        assert row.thresholds.injection_max <= current.injection_max, row
+    assert res.bounds["injection_max<="] == current.injection_max
+    assert res.suggested is None or res.suggested.injection_max <= current.injection_max
+    assert "never raised" in " ".join(res.notes) and "never raised" in json.dumps(res.to_json())
+
+
+def test_a_crafted_file_cannot_use_the_injection_threshold_to_abstain():
+    # every answer relabelled as an abstention, on passages that only the injection threshold can
+    # exclude (evidence and relevance 0.99, over the grid): a fit free to lower GATE_INJECTION_MAX
+    # excluded the library's own passages as injections and abstained on everything
+    current = GateThresholds()
+    results = []
+    for i in range(24):
+        doc = f"MANUAL-{i % 4}"
+        results.append(_result(EvalCase(f"how do I set up unit M-{i}?", "insufficient_evidence", [], [], "factual"),
+                               [(doc, _scores(rel=0.99, ev=0.99, inj=0.05, sup=0.01))]))
+    for i in range(6):
+        results.append(_result(EvalCase(f"unit M-{i} needs oil daily, which oil?", "premise_conflict", [], [],
+                                        "false_premise"), [("MANUAL-0", _scores(ev=0.3, con=0.9, inj=0.05, sup=0.01))]))
+    res = tune(results, current, max_unsafe_rate=0.0, cv_folds=5)
+    rep = Replayer(results)
+    for row in res.table:
+        t = row.thresholds
+        assert t.injection_max >= 0.05, row
+        # the injection threshold turns no answer into an abstention
+        same = rep.replay(replace(t, injection_max=current.injection_max))
+        assert not any(a.status == "insufficient_evidence" != b.status for a, b in zip(rep.replay(t), same)), row
+    assert res.bounds["injection_max>="] == 0.05
+    assert res.suggested is None and "expects an answer" in res.refusal

@@ -152,8 +152,8 @@ def _global_params() -> list[click.Option]:
         click.Option(["--judge", "judge"], type=click.Choice(["local", "typesafe", "recorded", "llm"]),
                      expose_value=False, callback=_remember, help="Judge backend [env SOURCEGATE_JUDGE, default local]."),
         click.Option(["--env-file"], type=click.Path(path_type=Path), expose_value=False, callback=_remember,
-                     help="Read settings from this .env file [default: HOME/.env when it exists; a .env in the "
-                          "working directory is not read]."),
+                     help="Read settings from this .env file [default: HOME/.env when the home is chosen with "
+                          "--home or SOURCEGATE_HOME; ./.env and ./.sourcegate/.env are not read]."),
         click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_remember,
                      help="Log JSON lines on stderr (-vv: debug) [env SOURCEGATE_LOG_LEVEL; servers log at info]."),
     ]
@@ -188,18 +188,30 @@ def _configure(ctx: click.Context) -> None:
         level = logging.INFO
     configure_logging(level or logging.WARNING, human=level is None)
     configure_model_cache(settings.cache_dir)
-    said = (env_file, Path(".env").is_file())
+    from .settings import DEFAULT_HOME_ENV
+
+    unread = [p.absolute() for p in (Path(".env"), DEFAULT_HOME_ENV)
+              if p.is_file() and (env_file is None or env_file.absolute() != p.absolute())]
+    said = (env_file, tuple(unread))
     if ctx.obj.get("settings_said") != said:  # once per outcome: global options may rebuild them
         ctx.obj["settings_said"] = said
         where = "the environment" + (f" and {env_file}" if env_file is not None else "")
-        # said at info when a file is read (it can redirect everything), else at debug
-        logging.getLogger("sourcegate").log(logging.INFO if env_file is not None else logging.DEBUG,
+        # a settings file can redirect everything (the index, the writer, the audit log): which one
+        # was read is said at warning level, so that it shows without -v
+        logging.getLogger("sourcegate").log(logging.WARNING if env_file is not None else logging.DEBUG,
                                             "settings from %s", where, extra={"settings_from": where})
-        here = Path(".env").absolute()
-        if here.is_file() and (env_file is None or env_file.absolute() != here):
+        for here in unread:
             logging.getLogger("sourcegate").warning(
-                "%s is not read: settings come from the environment, %s and --env-file "
-                "(pass --env-file %s to use it)", here, Path(settings.home) / ".env", here)
+                "%s is not read: settings come from the environment, the .env of a home chosen with --home or "
+                "SOURCEGATE_HOME, and --env-file (pass --env-file %s to use it)", here, here)
+
+
+def echo(message: object = None, err: bool = False) -> None:
+    """`click.echo` of text that may quote file names, titles and ids: control characters (terminal
+    escape sequences) and invisible characters are shown as escapes, never sent to the terminal."""
+    from .inert import terminal_text
+
+    click.echo(None if message is None else terminal_text(str(message)), err=err)
 
 
 STORE_HELP = ("sqlite:///relative/index.db, sqlite:////absolute/index.db, postgresql://user:password@host/db "
@@ -232,7 +244,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
                         max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
                         parse_timeout_s=settings.parse_timeout_s or None, parse_memory_mb=settings.parse_memory_mb or None,
-                        follow_symlinks=follow_symlinks)
+                        follow_symlinks=follow_symlinks, embed_timeout_s=settings.embed_timeout_s or None)
     ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
     try:
         if err.is_terminal and not quiet:
@@ -251,9 +263,9 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     finally:
         store.close()
     for path, reason in report.skipped:
-        click.echo(f"skipped: {path}: {reason}", err=True)
+        echo(f"skipped: {path}: {reason}", err=True)
     for path, reason in report.failed:
-        click.echo(f"failed: {path}: {reason}", err=True)
+        echo(f"failed: {path}: {reason}", err=True)
     return report
 
 
@@ -281,21 +293,21 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_syml
     missing = [p for p in paths if not p.exists() and not p.is_symlink()]
     if len(missing) == len(paths):  # nothing to read: refused before any index is created
         for p in missing:
-            click.echo(f"failed: {p}: no such file or directory", err=True)
+            echo(f"failed: {p}: no such file or directory", err=True)
         raise click.ClickException("nothing to ingest: " + ", ".join(str(p) for p in missing)
                                    + (" does not exist" if len(missing) == 1 else " do not exist"))
     _library(settings, require_documents=False).close()  # a wrong URL fails before any parsing
     report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
     # One line per file first (skipped:, failed:, vanished:), then the summary that counts them.
     for doc_id, path in report.vanished:
-        click.echo(f"vanished: {doc_id}: {path} is gone, but the document is still indexed and answerable", err=True)
-    click.echo(report.summary())
+        echo(f"vanished: {doc_id}: {path} is gone, but the document is still indexed and answerable", err=True)
+    echo(report.summary())
     if report.vanished:
         from .library import _command
 
         n = len(report.vanished)
         again = _command(settings, "ingest", *(shlex.quote(str(p)) for p in paths), "--prune")
-        click.echo(f"{n} indexed document{'s' if n > 1 else ''} no longer found under the given paths: "
+        echo(f"{n} indexed document{'s' if n > 1 else ''} no longer found under the given paths: "
                    f"run `{again}` to remove {'them' if n > 1 else 'it'}", err=True)
     if report.interrupted_by is not None:
         ctx.exit(128 + report.interrupted_by)
@@ -325,20 +337,20 @@ def status(ctx: click.Context, as_json: bool, list_documents: bool) -> None:
                                   "updated_at": d.updated_at, "url": d.url, "source_type": d.source_type,
                                   "metadata": d.metadata, "chunks": d.chunk_count} for d in records]
     if as_json:
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
-    click.echo(f"index:     {data['index']} ({backend})")
-    click.echo(f"embedder:  {data['embedder']}")
-    click.echo(f"judge:     {data['judge']}")
-    click.echo(f"audit log: {data['audit_log'] or 'off'}")
-    click.echo(f"documents: {st.documents}, chunks: {st.chunks}")
+    echo(f"index:     {data['index']} ({backend})")
+    echo(f"embedder:  {data['embedder']}")
+    echo(f"judge:     {data['judge']}")
+    echo(f"audit log: {data['audit_log'] or 'off'}")
+    echo(f"documents: {st.documents}, chunks: {st.chunks}")
     for status_name, counts in st.by_status.items():
-        click.echo(f"  {status_name}: {counts['documents']} documents, {counts['chunks']} chunks")
+        echo(f"  {status_name}: {counts['documents']} documents, {counts['chunks']} chunks")
     if list_documents:
-        click.echo("")
-        click.echo(format_table(["id", "status", "type", "version", "date", "chunks", "title", "url"],
-                                [[d.id, d.status, d.source_type or "-", d.version or "-", d.updated_at or "-",
-                                  d.chunk_count, d.title, d.url or "-"] for d in records]))
+        echo("")
+        echo(format_table(["id", "status", "type", "version", "date", "chunks", "title", "url"],
+                          [[d.id, d.status, d.source_type or "-", d.version or "-", d.updated_at or "-",
+                            d.chunk_count, d.title, d.url or "-"] for d in records]))
 
 
 @cli.group("store")
@@ -378,12 +390,12 @@ def store_copy(ctx: click.Context, src: str, dst: str, prune: bool) -> None:
             target.close()
     finally:
         source.close()
-    click.echo(report.summary())
+    echo(report.summary())
     for line in report.mismatches:
-        click.echo(f"mismatch: {line}", err=True)
+        echo(f"mismatch: {line}", err=True)
     if not report.ok:
         ctx.exit(1)
-    click.echo("counts checked: the destination holds every source document with the same content and chunk count")
+    echo("counts checked: the destination holds every source document with the same content and chunk count")
 
 
 # -- ask / demo -----------------------------------------------------------------------------------
@@ -472,9 +484,9 @@ def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writ
     finally:
         gate.close()
     if as_json:
-        click.echo(r.model_dump_json(indent=2))
+        echo(r.model_dump_json(indent=2))
     else:
-        click.echo(format_result(r))
+        echo(format_result(r))
     if r.degraded:  # the judge could not judge: this abstention says nothing about the documents
         ctx.exit(EXIT_DEGRADED)
 
@@ -497,9 +509,9 @@ def ensure_demo_corpus(settings: Settings) -> None:
     finally:
         store.close()
     if not present:
-        click.echo(f"Ingesting the demo corpus into {settings.home} ...", err=True)
+        echo(f"Ingesting the demo corpus into {settings.home} ...", err=True)
         report = run_ingest(settings, [DEMO_DIR / "corpus"], prune=False, quiet=True)
-        click.echo(report.summary(), err=True)
+        echo(report.summary(), err=True)
 
 
 @cli.command()
@@ -536,12 +548,12 @@ def demo(ctx: click.Context) -> None:
             table.add_row(*row)
         console.print(table)
     else:  # piped or redirected: one line per question, no wrapping
-        click.echo(format_table(header, rows))
+        echo(format_table(header, rows))
     m = metrics(results)
-    click.echo(f"{sum(r.correct for r in results)}/{len(results)} as expected; accuracy {m['accuracy']} "
+    echo(f"{sum(r.correct for r in results)}/{len(results)} as expected; accuracy {m['accuracy']} "
                f"(status accuracy {m['status_accuracy']}), "
                f"forbidden-source leaks {m['forbidden_leaks']}, judge p50 {m['latency_ms'].get('judge', {}).get('p50')} ms")
-    click.echo(f"Try: sourcegate ask \"How often should I grease the bearings on pump P-200?\"   (index: {s.index_path})")
+    echo(f"Try: sourcegate ask \"How often should I grease the bearings on pump P-200?\"   (index: {s.index_path})")
 
 
 # -- eval / judge ------------------------------------------------------------------------------------
@@ -603,9 +615,9 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
         from .evaluation.report import write_report
 
         write_report(results, m, report_path, thresholds=_settings(ctx).thresholds())
-        click.echo(f"report written to {report_path}", err=True)
+        echo(f"report written to {report_path}", err=True)
     if as_json:
-        click.echo(json.dumps({"cases": [r.to_json() for r in results], "metrics": m}, indent=2, ensure_ascii=False))
+        echo(json.dumps({"cases": [r.to_json() for r in results], "metrics": m}, indent=2, ensure_ascii=False))
         return
     from .evaluation.runner import FAILURE_TEXT
 
@@ -615,15 +627,15 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
         if r.failure_reasons:
             cited = f"; cited {', '.join(r.cited_doc_ids)}" if r.cited_doc_ids else ""
             why = f"  ({'; '.join(FAILURE_TEXT[k] for k in r.failure_reasons)}{cited})"
-        click.echo(f"{mark} {r.status:<22} expected {r.case.expected_status:<22} {r.case.query}{why}")
-    click.echo("")
-    click.echo(f"accuracy {m['accuracy']}  status accuracy {m['status_accuracy']}  truthfulness {m['truthfulness']}  "
+        echo(f"{mark} {r.status:<22} expected {r.case.expected_status:<22} {r.case.query}{why}")
+    echo("")
+    echo(f"accuracy {m['accuracy']}  status accuracy {m['status_accuracy']}  truthfulness {m['truthfulness']}  "
                f"unsafe {m['unsafe_answers']}  leaks {m['forbidden_leaks']}")
-    click.echo("failures: " + ", ".join(f"{FAILURE_TEXT[k]} {v}" for k, v in m["failures"].items()))
-    click.echo(f"single-source hit@1 {m['sources_single']['hit_at_1']} recall {m['sources_single']['recall']}; "
+    echo("failures: " + ", ".join(f"{FAILURE_TEXT[k]} {v}" for k, v in m["failures"].items()))
+    echo(f"single-source hit@1 {m['sources_single']['hit_at_1']} recall {m['sources_single']['recall']}; "
                f"multi-source recall {m['sources_multi']['recall']}")
-    click.echo(f"abstention precision {m['abstention_precision']} recall {m['abstention_recall']}")
-    click.echo("latency ms: " + ", ".join(f"{k} p50 {v['p50']} p95 {v['p95']}" for k, v in m["latency_ms"].items()
+    echo(f"abstention precision {m['abstention_precision']} recall {m['abstention_recall']}")
+    echo("latency ms: " + ", ".join(f"{k} p50 {v['p50']} p95 {v['p95']}" for k, v in m["latency_ms"].items()
                                         if k in ("retrieve", "judge", "route", "answer", "total")))
 
 
@@ -663,13 +675,13 @@ def judge(ctx: click.Context, file, as_json: bool) -> None:
         if pj.error:
             out["error"] = pj.error
         if as_json:
-            click.echo(json.dumps(out, ensure_ascii=False))
+            echo(json.dumps(out, ensure_ascii=False))
         else:
             scores = pj.scores.rounded(2) if pj.scores else {}
             rows.append([str(out["id"])] + [f"{scores[q]:.2f}" if q in scores else "-" for q in QUESTIONS]
                         + [pj.error or query])
     if not as_json:
-        click.echo(format_table(["id", *QUESTION_LABELS.values(), "query (or error)"], rows))
+        echo(format_table(["id", *QUESTION_LABELS.values(), "query (or error)"], rows))
 
 
 # -- serving, replay, tuning (their modules hold the logic) ------------------------------------------
@@ -744,7 +756,7 @@ def connector(ctx: click.Context, host: str, out_dir: Path) -> None:
     if "/" in host or not host.strip():
         raise click.ClickException(f"--host takes a host name (agent.example.org), not {host!r}")
     for path in write_connector(out_dir, host.strip(), _settings(ctx)):
-        click.echo(f"written: {path}")
+        echo(f"written: {path}")
 
 
 @cli.group("audit")
@@ -771,9 +783,9 @@ def audit_verify(ctx: click.Context, path: Path | None, anchor: str | None, as_j
         raise click.ClickException(f"no audit log at {path}: pass its path, or set AUDIT_LOG_PATH / SOURCEGATE_HOME")
     report = verify_chain(path, settings.audit_key, anchor)
     if as_json:
-        click.echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
+        echo(json.dumps(report.to_json(), indent=2, ensure_ascii=False))
     else:
-        click.echo(format_chain_report(report, settings.audit_key is not None))
+        echo(format_chain_report(report, settings.audit_key is not None))
     if not report.ok:
         ctx.exit(2)
 

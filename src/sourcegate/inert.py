@@ -7,12 +7,17 @@ something to click. Here they stay text:
   every backslash that would escape the next character (so `\\](` cannot turn an escape back into
   a live link) and every backtick (so no code span can be opened around the escapes), and puts
   anything a linkifier would turn into a link (`scheme://...`, `www.`, `user@host`, `name.tld`) in a
-  code span, where no renderer makes links. Rendered as CommonMark or GFM (auto-links on), the text
-  reads as it was written and holds no link, image or HTML (`tests/test_inert_render.py`).
+  code span, where no renderer makes links. A line that could be a GFM table's delimiter row (only
+  `|`, `-`, `:` and spaces, after any quote or list marker) has its first mark escaped, so no table
+  is built: a table's cell pipes would split a code span or an escape before the cells are read
+  (a title holding newlines and pipes made a live image that way). Rendered as CommonMark or GFM
+  (tables and auto-links on), the text reads as it was written and holds no link, image, table or
+  HTML (`tests/test_inert_render.py`).
 - `visible_text` removes what a reader cannot see but a renderer obeys: control characters (NUL
   included), bidirectional overrides and isolates (a title stored "gnitset" behind U+202E displays
   "testing"), zero-width characters and the other format characters (tag characters can hide text
-  from a person while an agent reads it).
+  from a person while an agent reads it), and the blanks outside that category: variation
+  selectors, the combining grapheme joiner, Hangul fillers, the braille blank.
 
 A URL is kept as a citation's `url` only when it is http(s) (`safe_url`).
 """
@@ -39,6 +44,10 @@ _LINKABLE = re.compile(r"://|//|(?i:www)\.|@[^\W_]|\S[.．。｡][^\W\d_]{2}")
 # Where a code span around a URL starts: after the last of these before it (else the word's start).
 _OPENERS = "([{<\"'`"
 _WORD = re.compile(r"\S+")
+# A GFM delimiter row (`---|:-:`, `-|-`, `---`) is made of these, after what may open a block quote
+# or a list item (over-reading a prefix as a container costs one more escape, never a missed row).
+_ROW_CHARS = frozenset(" \t|:-")
+_CONTAINER_CHARS = frozenset(" \t>*+-0123456789.)")
 _TRAIL = ")]}>\"'.,;:!?*_~"
 
 # Unicode format characters (category Cf: bidi controls, zero-width space and joiners, word joiner,
@@ -46,8 +55,16 @@ _TRAIL = ")]}>\"'.,;:!?*_~"
 _INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
+# Invisible characters outside the format category: variation selectors (U+FE00-FE0F and
+# U+E0100-E01EF), the combining grapheme joiner, Mongolian free variation selectors, Hangul
+# fillers, the braille blank and Khmer inherent vowels. Each shows nothing (or a blank) and can
+# hide text or make two ids look the same.
+_BLANKS = frozenset("\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0")
+
+
 def _invisible(ch: str) -> bool:
-    return unicodedata.category(ch) == "Cf"
+    return (unicodedata.category(ch) == "Cf" or ch in _BLANKS or "\ufe00" <= ch <= "\ufe0f"
+            or "\U000e0100" <= ch <= "\U000e01ef")
 
 
 def visible_text(text: str | None) -> str | None:
@@ -61,6 +78,28 @@ def visible_text(text: str | None) -> str | None:
     if text.isascii():
         return text
     return "".join(ch for ch in text if not _invisible(ch))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _shown(ch: str) -> str:
+    code = ord(ch)
+    if code > 0xFFFF:  # as a surrogate pair: one form that is also a valid JSON string escape
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def terminal_text(text: str) -> str:
+    """`text` safe to print on an operator's terminal, piped or not: control characters (ESC opens
+    the sequences that write hyperlinks, clear the screen or set the window title; the C1 range
+    holds an 8-bit CSI) and the invisible characters `visible_text` removes are shown as `\\uXXXX`
+    escapes (valid inside a JSON string too); newline and tab are kept."""
+    if text.isascii() and not _CONTROL.search(text):
+        return text
+    return "".join(_shown(ch) if ch not in "\n\t" and (unicodedata.category(ch) == "Cc" or _invisible(ch)) else ch
+                   for ch in text)
 
 
 def _escape(text: str) -> str:
@@ -104,7 +143,23 @@ def inert_markup(text: str | None) -> str | None:
         out.append(_inert_word(m.group(0)))
         pos = m.end()
     out.append(text[pos:])
-    return "".join(out)
+    return "\n".join(_no_delimiter_row(line) for line in "".join(out).split("\n"))
+
+
+def _no_delimiter_row(line: str) -> str:
+    """`line` with a backslash before the first mark of a delimiter row it ends with, if any."""
+    row = len(line)
+    while row > 0 and line[row - 1] in _ROW_CHARS:
+        row -= 1
+    prefix = 0
+    while prefix < len(line) and line[prefix] in _CONTAINER_CHARS:
+        prefix += 1
+    # the row may start anywhere from `row` to `prefix`: the earliest mark there is escaped, so no
+    # container read before it leaves a row behind
+    for i in range(row, min(prefix, len(line) - 1) + 1):
+        if line[i] in "|:-":
+            return line[:i] + "\\" + line[i:] if "-" in line[i:] else line
+    return line
 
 
 def plain_text(text: str | None) -> str | None:

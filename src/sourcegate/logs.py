@@ -40,14 +40,20 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info and record.exc_info[0] is not None:
             # The exception type only: messages and tracebacks can quote user content.
             out["exception"] = record.exc_info[0].__name__
-        return json.dumps(out, ensure_ascii=False, default=str)
+        from .inert import terminal_text
+
+        # json escapes C0 controls, not the C1 range (an 8-bit CSI) nor invisible characters
+        return terminal_text(json.dumps(out, ensure_ascii=False, default=str))
 
 
 class HumanFormatter(logging.Formatter):
     """`warning: message` for a person at a terminal (the default outside servers)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return f"{record.levelname.lower()}: {record.getMessage()}"
+        from .inert import terminal_text
+
+        # messages quote file names and document ids, which may hold terminal escape sequences
+        return terminal_text(f"{record.levelname.lower()}: {record.getMessage()}")
 
 
 def parse_level(level: int | str | None) -> int | None:

@@ -61,3 +61,20 @@ def skeleton(s: str) -> str:
     # accents first (NFKD keeps "é" a Latin e), then look-alikes of what is left
     s = fold(s)
     return s.translate(_confusable_map()).lower()
+
+
+def clean_id(doc_id: str) -> str:
+    """A document id as stored and shown: no invisible characters (controls, zero-width, bidi, tag
+    characters: see `inert.visible_text`), whitespace runs and newlines as one space."""
+    from .inert import visible_text
+
+    return " ".join((visible_text(doc_id) or "").split())
+
+
+def id_key(doc_id: str) -> str:
+    """What a document id looks like to a reader, for collision checks: `clean_id`, compatibility
+    forms folded (fullwidth letters, ligatures: NFKC) and look-alike letters of other scripts
+    mapped to the ASCII letter they imitate (a Cyrillic "Р" is "P"). Case is kept: "kb-1" and
+    "KB-1" read differently."""
+    s = unicodedata.normalize("NFKC", clean_id(doc_id))
+    return s if s.isascii() else clean_id(s).translate(_confusable_map())

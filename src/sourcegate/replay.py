@@ -91,6 +91,14 @@ class ReplayReport:
         }
 
 
+
+def _echo(message: object = "", err: bool = False) -> None:
+    """`click.echo` without control or invisible characters (a crafted record or label file could
+    hold terminal escape sequences): shown as escapes (see `inert.terminal_text`)."""
+    from .inert import terminal_text
+
+    click.echo(terminal_text(str(message)), err=err)
+
 def _scores(raw: Any) -> PassageScores | None:
     if not raw:
         return None
@@ -335,23 +343,23 @@ def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain
     key = settings.audit_key
     chain = verify_chain(audit_file, key)
     if not chain.ok and not ignore_chain:
-        click.echo(format_chain_report(chain, key is not None), err=True)
-        click.echo(f"refusing to replay {audit_file}: its hash chain is broken (see above); run "
+        _echo(format_chain_report(chain, key is not None), err=True)
+        _echo(f"refusing to replay {audit_file}: its hash chain is broken (see above); run "
                    "`sourcegate audit verify` for the details, or pass --ignore-chain to replay the records "
                    "whose own hash verifies", err=True)
         ctx.exit(2)
     if not chain.ok:
         # Replayed anyway: the break is said first, and the exit code still says it (a record
         # edited and resealed verifies on its own; only the chain shows it).
-        click.echo(format_chain_report(chain, key is not None), err=True)
-        click.echo(f"warning: the hash chain of {audit_file} is broken (see above): records that verify on their "
+        _echo(format_chain_report(chain, key is not None), err=True)
+        _echo(f"warning: the hash chain of {audit_file} is broken (see above): records that verify on their "
                    "own are replayed, but the log is not what was written", err=True)
     report = replay(read_records(audit_file), thresholds, key, trust)
     if as_json:
         data = report.to_json()
         data["chain"] = chain.to_json()
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        _echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        click.echo(format_report(report, str(audit_file)))
+        _echo(format_report(report, str(audit_file)))
     if not report.ok or not chain.ok:
         ctx.exit(2)

@@ -41,6 +41,7 @@ from .filters import FilterError, described, search_filters
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
 from .store import SearchFilters, Store, open_store
+from .store.base import store_time_budget
 
 log = logging.getLogger("sourcegate")
 
@@ -137,6 +138,10 @@ class AskResult(BaseModel):
 
 # How long the library's identifiers are kept for the planner before they are read again.
 KNOWN_IDS_TTL_S = 60.0
+# The time one question may spend on the store's queries, all parts together (each query is also
+# bounded on its own: see store/postgres.py). Searches take milliseconds; past this the database is
+# too slow or silent, and the question is a 503 rather than a slot held.
+STORE_TIME_PER_QUESTION_S = 8.0
 
 
 @dataclass
@@ -302,7 +307,15 @@ class SourceGate:
 
         `filters` ({"model": "HG-3", "version": "3"}, see sourcegate.filters) narrow retrieval to
         the documents whose metadata match; a key the library does not have, a bad value, or
-        filters no document matches raise QueryError."""
+        filters no document matches raise QueryError.
+
+        The store's queries for one question take STORE_TIME_PER_QUESTION_S together at most (on a
+        store that bounds its queries: PostgreSQL); past it, `StoreUnavailable` (a 503)."""
+        with store_time_budget(STORE_TIME_PER_QUESTION_S):
+            return self._ask(query, interface, on_event, filters)
+
+    def _ask(self, query: str, interface: str, on_event: Callable[[str, dict[str, Any]], None] | None,
+             filters: Mapping[str, Any] | None) -> AskResult:
         query = self._validate(query)
         chosen = self._search_filters(filters)
         t_start = time.perf_counter()

@@ -37,6 +37,8 @@ class Settings(BaseSettings):
     # A budget per file: a file whose parsing takes longer or needs more memory fails, the rest go on.
     parse_timeout_s: float = Field(120.0, validation_alias=_env("SOURCEGATE_PARSE_TIMEOUT_S"))
     parse_memory_mb: int = Field(2048, validation_alias=_env("SOURCEGATE_PARSE_MEMORY_MB"))
+    # Embedding one document (its vectors and passage features) at most this long; 0: no budget.
+    embed_timeout_s: float = Field(120.0, ge=0, validation_alias=_env("SOURCEGATE_EMBED_TIMEOUT_S"))
     chunk_size: int = Field(800, validation_alias=_env("SOURCEGATE_CHUNK_SIZE"))
     chunk_overlap: int = Field(120, validation_alias=_env("SOURCEGATE_CHUNK_OVERLAP"))
 
@@ -171,6 +173,10 @@ class Settings(BaseSettings):
     # The longest a client may take to send one whole request (headers and body), from its first
     # byte or from the connection's start: past it the connection is closed.
     serve_request_timeout_s: float = Field(30.0, gt=0, validation_alias=_env("SERVE_REQUEST_TIMEOUT_S"))
+    # Open connections per server process (0: from the open-file limit, raised to its hard limit at
+    # start): past it, an idle keep-alive connection is closed to make room, or the new one when
+    # none is idle. Idle connections held open by one client exhausted the file descriptors.
+    serve_max_connections: int = Field(0, ge=0, validation_alias=_env("SERVE_MAX_CONNECTIONS"))
     # /metrics: this key when set, else MCP_API_KEY when set, else open.
     metrics_api_key: str | None = Field(None, validation_alias=_env("METRICS_API_KEY"))
 
@@ -270,10 +276,18 @@ class Settings(BaseSettings):
         )
 
 
+DEFAULT_HOME_ENV = Path(".sourcegate") / ".env"
+
+
 def env_file_for(home: str | Path | None, explicit: str | Path | None = None) -> Path | None:
-    """The `.env` file settings are read from: `explicit` (--env-file) when given, else
-    `.env` in the home folder (--home, SOURCEGATE_HOME, else ./.sourcegate) when it exists."""
+    """The `.env` file settings are read from: `explicit` (--env-file) when given, else `.env` in
+    a home folder chosen by --home or SOURCEGATE_HOME, when it exists. The default home,
+    ./.sourcegate, lies in the working directory, so its `.env` is no more the operator's than
+    ./.env (a folder being ingested could plant either): neither is read."""
     if explicit is not None:
         return Path(explicit)
-    candidate = Path(home or os.environ.get("SOURCEGATE_HOME") or ".sourcegate").expanduser() / ".env"
+    chosen = home or os.environ.get("SOURCEGATE_HOME")
+    if not chosen:
+        return None
+    candidate = Path(chosen).expanduser() / ".env"
     return candidate if candidate.is_file() else None

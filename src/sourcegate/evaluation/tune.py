@@ -19,7 +19,14 @@ What keeps a fit from switching answers off:
   several caps on unsafe answers;
 - a setting is suggested only when its held-out figures are no worse than the current ones on
   accuracy and on unsafe answers, and better on one of them; and never on a file of fewer than
-  `MIN_CASES` questions.
+  `MIN_CASES` questions, nor on one that expects no answer at all.
+
+The injection threshold is the one a crafted file could turn against the gate: raised, text
+addressed to an AI is quoted as a source (label its passages as expected sources); lowered, every
+answer becomes an abstention (label the answers as abstentions). So `injection_max` is never
+raised above the current value, is lowered only as far as it excludes passages of the file's
+forbidden sources and nothing else, and a lowering that turns any answer into an abstention is
+undone (`INJECTION_NOTE`, printed with every result).
 """
 
 from __future__ import annotations
@@ -179,6 +186,14 @@ class Replayer:
                 "abstentions": int(abstained.sum())}
 
 
+
+def _echo(message: object = "", err: bool = False) -> None:
+    """`click.echo` without control or invisible characters (a crafted record or label file could
+    hold terminal escape sequences): shown as escapes (see `inert.terminal_text`)."""
+    from ..inert import terminal_text
+
+    click.echo(terminal_text(str(message)), err=err)
+
 def summary(results: list[CaseResult]) -> dict[str, float]:
     """Accuracy (source-checked), status accuracy, truthfulness and unsafe answers: the numbers the
     tuner trades off."""
@@ -233,6 +248,7 @@ class TuneResult:
     suggested: GateThresholds | None = None
     refusal: str | None = None
     bounds: dict[str, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=lambda: [INJECTION_NOTE])
 
     @property
     def gain(self) -> dict[str, float]:
@@ -250,7 +266,36 @@ class TuneResult:
                 "max_unsafe_rate": self.max_unsafe_rate, "cases": self.cases, "warnings": self.warnings,
                 "cross_validated": self.cross_validated, "table": [r.to_json() for r in self.table],
                 "suggested": self.suggested.as_env() if self.suggested else None, "refusal": self.refusal,
-                "bounds": self.bounds}
+                "bounds": self.bounds, "notes": self.notes}
+
+
+INJECTION_NOTE = ("GATE_INJECTION_MAX is never raised by tune (a labelled file could make a passage addressed to "
+                  "an AI a source), and lowered only to exclude passages of forbidden sources, never to turn an "
+                  "answer into an abstention; set it by hand to loosen it")
+
+
+def injection_bounds(results: list[CaseResult], current: GateThresholds) -> dict[str, float]:
+    """`injection_max` between the highest injection score of a passage the file does not forbid
+    (lowering it further would exclude one) and the current value (raising it would loosen it)."""
+    top = 0.0
+    for r in results:
+        forbidden = set(r.case.forbidden_sources) - set(r.case.expected_sources)
+        for c in r.candidates:
+            sc = c.get("scores")
+            if sc and c.get("doc_id") not in forbidden:
+                top = max(top, float(sc.get("contains_prompt_injection", 0.0)))
+    return {"injection_max>=": min(current.injection_max, top), "injection_max<=": current.injection_max}
+
+
+def _keep_injection_from_abstaining(rep: "Replayer", t: GateThresholds, current: GateThresholds) -> GateThresholds:
+    """`t` with the current `injection_max` when its own turns an answered question into an abstention."""
+    if t.injection_max >= current.injection_max:
+        return t
+    back = replace(t, injection_max=current.injection_max)
+    ours, theirs = rep.replay(t), rep.replay(back)
+    if any(a.status == "insufficient_evidence" and b.status != "insufficient_evidence" for a, b in zip(ours, theirs)):
+        return back
+    return t
 
 
 def source_bounds(results: list[CaseResult], current: GateThresholds) -> dict[str, float]:
@@ -276,6 +321,9 @@ def source_bounds(results: list[CaseResult], current: GateThresholds) -> dict[st
                 need_min[f] = min(need_min[f], float(best.get(q, 1.0)))
     bounds = {f"{f}>=": min(getattr(current, f), v) for f, v in need_max.items()}
     bounds.update({f"{f}<=": max(getattr(current, f), v) for f, v in need_min.items()})
+    inj = injection_bounds(results, current)
+    bounds["injection_max>="] = max(bounds["injection_max>="], inj["injection_max>="])
+    bounds["injection_max<="] = inj["injection_max<="]
     return bounds
 
 
@@ -349,7 +397,7 @@ def fit(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: flo
     found = {_coordinate_search(rep, start, current, max_unsafe_rate, bounds) for start in starts}
     best = max(sorted(found, key=lambda t: tuple(t.as_dict().values())),
                key=lambda t: _objective(rep.score(t), t, current, max_unsafe_rate))
-    return _restore_unneeded(rep, best, current, max_unsafe_rate)
+    return _keep_injection_from_abstaining(rep, _restore_unneeded(rep, best, current, max_unsafe_rate), current)
 
 
 def _restore_unneeded(rep: Replayer, t: GateThresholds, current: GateThresholds, cap: float) -> GateThresholds:
@@ -386,7 +434,8 @@ def _better(a: dict[str, float], b: dict[str, float]) -> bool:
     return _no_worse(a, b) and (a["accuracy"] > b["accuracy"] + 1e-9 or a["unsafe_answers"] < b["unsafe_answers"])
 
 
-def _choose(table: list[TableRow], n: int, folds: int) -> tuple[TableRow | None, str | None]:
+def _choose(table: list[TableRow], n: int, folds: int,
+            expects_answers: bool = True) -> tuple[TableRow | None, str | None]:
     """The row to suggest, or None and why not."""
     if n < MIN_CASES:
         return None, (f"only {n} cases: no setting is suggested below {MIN_CASES} (held-out figures on so few "
@@ -394,6 +443,9 @@ def _choose(table: list[TableRow], n: int, folds: int) -> tuple[TableRow | None,
                       f"{SMALL_SET}+ covering the three outcomes")
     if folds < 2:
         return None, "no held-out check was run (--folds below 2): no setting is suggested without one"
+    if not expects_answers:
+        return None, ("no question of the file expects an answer: thresholds fitted to it would answer nothing; "
+                      "a labelled file covers the three outcomes")
     current = table[0]
     if current.held_out is None:
         return None, f"too few cases for {folds} held-out folds: lower --folds or add questions"
@@ -430,7 +482,8 @@ def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: fl
         table.append(TableRow(label, cap, t, rep.score(t), cv))
     best = fits[max_unsafe_rate]
     after = rep.score(best)
-    chosen, refusal = _choose(table, n, cv_folds)
+    chosen, refusal = _choose(table, n, cv_folds,
+                              any(r.case.expected_status == "answer_from_evidence" for r in results))
     warnings = []
     if n < SMALL_SET:
         warnings.append(f"only {n} cases: thresholds fitted on so few questions overfit them; "
@@ -533,8 +586,10 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
     Prints a trade-off table first (accuracy, unsafe answers and abstentions of the current setting
     and of settings fitted under several unsafe caps, on every case and held out), then the
     warnings, then a setting to paste only when its held-out figures beat the current ones. No
-    setting ever excludes an expected source of FILE as an injection, superseded or irrelevant,
-    and nothing is suggested on fewer than 20 cases.
+    setting ever excludes an expected source of FILE as an injection, superseded or irrelevant;
+    GATE_INJECTION_MAX is never raised, and lowered only to exclude forbidden sources, never to
+    turn an answer into an abstention; nothing is suggested on fewer than 20 cases, nor on a file
+    that expects no answer.
 
     FILE is the question file of `sourcegate eval` (see `sourcegate eval --help`)."""
     root = ctx.find_root()
@@ -578,33 +633,35 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
         from .runner import metrics
 
         write_report(results, metrics(results), report_path, thresholds=settings.thresholds(), limits=limits)
-        click.echo(f"report written to {report_path}", err=True)
+        _echo(f"report written to {report_path}", err=True)
     if as_json:
-        click.echo(json.dumps(res.to_json(), indent=2))
+        _echo(json.dumps(res.to_json(), indent=2))
         return
     # The trade-off first, then the warnings, and only then anything to paste.
-    click.echo(format_tradeoff(res))
-    click.echo("")
-    click.echo(f"before: {_fmt(res.before)}")
+    _echo(format_tradeoff(res))
+    _echo("")
+    _echo(f"before: {_fmt(res.before)}")
     if res.suggested is not None and res.suggested == res.thresholds:
-        click.echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
+        _echo(f"after:  {_fmt(res.after)}  (fitted under --max-unsafe {res.max_unsafe_rate:.2f})")
     else:  # an `after:` would read as what the settings below give, and they are not these
-        click.echo(f"fitted: {_fmt(res.after)}  (under --max-unsafe {res.max_unsafe_rate:.2f}; not the setting "
-                   + ("suggested below)" if res.suggested is not None else "suggested: see below)"))
-    click.echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
+        _echo(f"fitted: {_fmt(res.after)}  (under --max-unsafe {res.max_unsafe_rate:.2f}; not the setting "
+              + ("suggested below)" if res.suggested is not None else "suggested: see below)"))
+    _echo(f"gain:   truthfulness {res.gain['truthfulness']:+.3f}, accuracy {res.gain['accuracy']:+.3f} "
                f"(on the {res.cases} cases the thresholds were fitted to)")
     if res.cross_validated:
         cv = res.cross_validated
-        click.echo(f"held-out ({cv['folds']}-fold): {_fmt(cv)}")
+        _echo(f"held-out ({cv['folds']}-fold): {_fmt(cv)}")
     for w in res.warnings:
-        click.echo(f"warning: {w}", err=True)
-    click.echo("")
+        _echo(f"warning: {w}", err=True)
+    for note in res.notes:
+        _echo(f"note: {note}")
+    _echo("")
     if res.suggested is None:
-        click.echo(f"no change suggested: {res.refusal}")
+        _echo(f"no change suggested: {res.refusal}")
         return
     row = next(r for r in res.table[1:] if r.thresholds == res.suggested)
-    click.echo(f"suggested ({row.label}; held-out accuracy {row.held_out['accuracy']:.3f} against "
+    _echo(f"suggested ({row.label}; held-out accuracy {row.held_out['accuracy']:.3f} against "
                f"{res.table[0].held_out['accuracy']:.3f}, unsafe {row.held_out['unsafe_answers']} against "
                f"{res.table[0].held_out['unsafe_answers']}); to use it, set:")
     for line in res.env_lines():
-        click.echo(line)
+        _echo(line)

@@ -152,10 +152,22 @@ def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def sidecar_metadata(path: Path) -> dict[str, str]:
-    """Fields for `path` from its folder's manifest and its sidecar (the sidecar wins)."""
+def _check_inside(meta: Path, within: Path) -> None:
+    """A metadata file read only where the documents are: one that is a symlink out of the folder
+    (to a file anywhere on the machine) is refused, as a document there would be."""
+    real, base = meta.resolve(), within.resolve()
+    if base != real and base not in real.parents:
+        raise IngestError(f"metadata file {meta.name} is a symlink to {real}, outside {within}: not read "
+                          "(--follow-symlinks to read it)")
+
+
+def sidecar_metadata(path: Path, within: Path | None = None) -> dict[str, str]:
+    """Fields for `path` from its folder's manifest and its sidecar (the sidecar wins). With
+    `within` (links not followed), a metadata file that leads out of it is refused."""
     fields: dict[str, str] = {}
     for meta in sidecar_paths(path):
+        if within is not None:
+            _check_inside(meta, within)
         if meta.name == MANIFEST_NAME:
             st = meta.stat()
             entry = _manifest(meta, st.st_mtime_ns, st.st_size).get(path.name)

@@ -199,6 +199,84 @@ def _html_depth(markup: str) -> int:
     return deepest
 
 
+# What a browser does not show of an element and all it holds: the `hidden` attribute, and an inline
+# style of `display: none` or `visibility: hidden` (or `collapse`). A page can say one thing to its
+# readers and another, hidden, to whatever quotes it; hidden text is not indexed.
+_HIDDEN_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*(?:!important\s*)?(?:;|$)", re.I)
+# The same in a start tag's attributes, for markup too deep for a tree: `hidden` as an attribute
+# name (not inside a quoted value) or a style attribute that hides.
+_HIDDEN_TAG_ATTRS = re.compile(
+    r"""^(?:[^"'>]|"[^"]*"|'[^']*')*?\s(?:hidden(?=[\s/>=]|$)|style\s*=\s*(?:"([^"]*)"|'([^']*)'))""", re.I)
+
+
+def _style_hides(style: str | None) -> bool:
+    return bool(style) and _HIDDEN_STYLE.search(style.replace("\n", " ")) is not None
+
+
+def _hidden_by_attrs(tag_markup: str) -> bool:
+    """Whether a start tag's markup (`<div hidden class=x>`) hides the element."""
+    rest = tag_markup
+    while True:
+        m = _HIDDEN_TAG_ATTRS.match(rest)
+        if m is None:
+            return False
+        style = m.group(1) if m.group(1) is not None else m.group(2)
+        if style is None or _style_hides(style):
+            return True
+        rest = rest[m.end():]
+
+
+def _hidden_element(el) -> bool:
+    """Whether a parsed element is hidden from people (see _HIDDEN_STYLE)."""
+    attrs = getattr(el, "attrs", None) or {}
+    return "hidden" in attrs or _style_hides(attrs.get("style") if isinstance(attrs.get("style"), str) else None)
+
+
+_CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
+_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
+MAX_HIDING_SELECTORS = 200
+
+
+def _hiding_selectors(soup) -> list[str]:
+    """Selectors of the page's own stylesheets (`<style>`) whose rules hide what they match
+    (`.note { display: none }`): a class is the usual way to hide text, not an inline style.
+    Rules inside `@media` and the like are read as if they applied."""
+    out: list[str] = []
+    for style in soup.find_all("style"):
+        css = _CSS_COMMENT.sub(" ", style.get_text())
+        for m in _CSS_RULE.finditer(css):
+            if _style_hides(m.group(2)):
+                out += [sel.strip() for sel in m.group(1).split(",")
+                        if sel.strip() and not sel.strip().startswith("@") and ":" not in sel]
+            if len(out) >= MAX_HIDING_SELECTORS:
+                return out[:MAX_HIDING_SELECTORS]
+    return out
+
+
+def _drop_hidden_elements(markup: str) -> str:
+    """Markup without the elements its attributes hide, in one pass over the tags (for markup too
+    deep for a tree): from a hidden element's start tag to its matching end tag."""
+    out: list[str] = []
+    pos = 0
+    hidden_name, depth = None, 0
+    for m in _TAG.finditer(markup):
+        name = m.group(2).lower()
+        if name in _VOID_TAGS or m.group(3):
+            continue
+        if hidden_name is None:
+            if not m.group(1) and _hidden_by_attrs(m.group(0)):
+                out.append(markup[pos:m.start()])
+                hidden_name, depth = name, 1
+        elif name == hidden_name:
+            depth += -1 if m.group(1) else 1
+            if depth == 0:
+                hidden_name, pos = None, m.end()
+    if hidden_name is None:
+        out.append(markup[pos:])
+    return " ".join(out)
+
+
 def _drop_hidden_blocks(markup: str) -> str:
     """Markup without script, style and the like, in one pass: each block's end is searched
     once, from its start, and an unclosed block drops the rest of the page."""
@@ -232,7 +310,7 @@ def _html_as_text(markup: str, path: Path, doc_id: str) -> list[Document]:
     import html as html_lib
 
     title = _html_title(markup)
-    text = _drop_hidden_blocks(markup)
+    text = _drop_hidden_elements(_drop_hidden_blocks(markup))
     text = html_lib.unescape(_ANY_TAG.sub("\n", text))
     text = _clean("\n".join(line.strip() for line in text.splitlines() if line.strip()))
     _require_text(text, "HTML page")
@@ -248,8 +326,18 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
     # lxml's HTML parser (libxml2) is linear on broken markup; html.parser is quadratic on
     # unclosed tags (`<a <a <a ...`).
     soup = BeautifulSoup(markup, "lxml")
+    hiding = _hiding_selectors(soup)
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
         tag.decompose()
+    hidden = soup.find_all(_hidden_element)
+    for selector in hiding:
+        try:
+            hidden += soup.select(selector)
+        except Exception:  # a selector soupsieve does not read: the rule is passed over
+            continue
+    for tag in hidden:
+        if not tag.decomposed:  # an element inside one already dropped
+            tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None
     meta = _html_metadata(soup)
     blocks, headings, stack, pos = [], [], [], 0
@@ -343,6 +431,58 @@ def parse_docx(path: Path, doc_id: str) -> list[Document]:
         raise IngestError(f"not a valid DOCX file ({type(e).__name__}: {str(e)[:160]})") from None
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def _on(el) -> bool:
+    """A Word toggle property (`<w:vanish/>`, `<w:vanish w:val="0"/>`) is on."""
+    return el is not None and el.get(f"{_W}val", "true").lower() not in ("0", "false", "off")
+
+
+def _docx_hidden_styles(d) -> set[str]:
+    """Ids of the styles whose text is hidden (`w:vanish`), set on the style or on one it is based on."""
+    own: dict[str, bool | None] = {}
+    based: dict[str, str | None] = {}
+    for st in d.styles.element.findall(f"{_W}style"):
+        sid = st.get(f"{_W}styleId")
+        vanish = st.find(f"{_W}rPr/{_W}vanish")
+        own[sid] = None if vanish is None else _on(vanish)
+        base = st.find(f"{_W}basedOn")
+        based[sid] = base.get(f"{_W}val") if base is not None else None
+    hidden = set()
+    for sid in own:
+        seen, cur = set(), sid
+        while cur is not None and cur not in seen and own.get(cur) is None:
+            seen.add(cur)
+            cur = based.get(cur)
+        if cur is not None and own.get(cur):
+            hidden.add(sid)
+    return hidden
+
+
+def _docx_visible_text(p, hidden_styles: set[str]) -> str:
+    """A paragraph's text as python-docx reads it (runs and hyperlinks), without the runs Word
+    hides (`w:vanish` on the run, its character style or the paragraph's style): a document can
+    show one value to its readers and hold another, hidden, for whatever quotes it."""
+    p_style = p.find(f"{_W}pPr/{_W}pStyle")
+    para_hidden = p_style is not None and p_style.get(f"{_W}val") in hidden_styles
+
+    def visible(r) -> bool:
+        vanish = r.find(f"{_W}rPr/{_W}vanish")
+        if vanish is not None:
+            return not _on(vanish)
+        r_style = r.find(f"{_W}rPr/{_W}rStyle")
+        if r_style is not None and r_style.get(f"{_W}val") in hidden_styles:
+            return False
+        return not para_hidden
+
+    out = []
+    for e in p.xpath("w:r | w:hyperlink"):
+        runs = [e] if e.tag == f"{_W}r" else e.xpath("w:r")
+        out.extend(r.text for r in runs if visible(r))
+    return "".join(out)
+
+
 def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     from docx.enum.style import WD_STYLE_TYPE
 
@@ -353,16 +493,20 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     names = {s.style_id: s.name or "" for s in d.styles}
     default_style = d.styles.default(WD_STYLE_TYPE.PARAGRAPH)
     default_name = (default_style.name or "") if default_style is not None else ""
+    hidden_styles = _docx_hidden_styles(d)
     from docx.table import Table
 
     # Paragraphs and tables in the order they are in the document: a table stays under its heading.
+    # Text hidden from readers (w:vanish) is left out of both.
     for item in d.iter_inner_content():
         if isinstance(item, Table):
-            for line in table_lines([[c.text for c in row.cells] for row in item.rows]):
+            rows = [["\n".join(_docx_visible_text(p._p, hidden_styles) for p in c.paragraphs).strip() for c in row.cells]
+                    for row in item.rows]
+            for line in table_lines(rows):
                 blocks.append(line)
                 pos += len(line) + 2
             continue
-        text = item.text.strip()
+        text = _docx_visible_text(item._p, hidden_styles).strip()
         if not text:
             continue
         style_id = item._p.style
@@ -426,7 +570,7 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
                 ok = 0
             if not ok:
                 raise IngestError("encrypted PDF (a password is required); decrypt it first")
-        page_texts = [(p.extract_text() or "") for p in reader.pages]
+        page_texts = [_visible_page_text(p, reader) for p in reader.pages]
         ruled = [n for n, p in enumerate(reader.pages) if _draws_lines(p)]
         info: dict = {}
         try:
@@ -482,10 +626,18 @@ PDF_TABLE_BUDGET_S = 20.0
 _DRAWS_LINES = re.compile(rb"(?:-?[\d.]+\s+){3}-?[\d.]+\s+re\b|(?:-?[\d.]+\s+)-?[\d.]+\s+l\b")
 
 
+# Text drawn invisibly (render mode 3 or 7) or in white: such a page keeps its text layer as
+# `_visible_page_text` reads it, since the table extractor would read the hidden text again.
+_HIDES_TEXT = re.compile(rb"\b[37]\s+Tr\b|(?:^|\s)1(?:\.0*)?\s+g\b|(?:^|\s)(?:1(?:\.0*)?\s+){3}rg\b")
+
+
 def _draws_lines(page) -> bool:
     try:
         contents = page.get_contents()
-        return contents is not None and bool(_DRAWS_LINES.search(contents.get_data()))
+        if contents is None:
+            return False
+        data = contents.get_data()
+        return bool(_DRAWS_LINES.search(data)) and not _HIDES_TEXT.search(data)
     except Exception:
         return False
 
@@ -522,6 +674,85 @@ def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str
     except Exception:  # a table extractor's failure leaves the text layer as it was read
         return out
     return out
+
+
+# Text a PDF draws but nobody sees: render mode 3 (neither filled nor stroked) or 7 (a clip only),
+# and text filled in white on a page where nothing else was painted (no image, shading or coloured
+# fill before it: white on the white page). A page whose only text is invisible is a scan's OCR
+# layer (the image shows that text): it is kept. Text inside form XObjects is not looked at.
+_MAY_HIDE = re.compile(rb"\b[37]\s+Tr\b|\bg\b|\brg\b|\bk\b|\bscn?\b")
+_SHOW_TEXT = (b"Tj", b"TJ", b"'", b'"')
+_FILLS = (b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*")
+
+
+def _white(operands) -> bool:
+    try:
+        values = [float(v) for v in operands]
+    except (TypeError, ValueError):  # a pattern's name: painted, not white
+        return False
+    if len(values) == 1 or len(values) == 3:
+        return all(v >= 0.99 for v in values)
+    if len(values) == 4:
+        return all(v <= 0.01 for v in values)
+    return False
+
+
+def _invisible_text_ops(operations) -> tuple[list, int, int]:
+    """(the operations without text drawn invisibly, visible text operations, invisible ones)."""
+    kept, visible, invisible = [], 0, 0
+    mode, white, stack, painted = 0, False, [], False
+    for operands, op in operations:
+        if op == b"q":
+            stack.append((mode, white))
+        elif op == b"Q":
+            if stack:
+                mode, white = stack.pop()
+        elif op == b"Tr" and operands:
+            try:
+                mode = int(operands[0])
+            except (TypeError, ValueError):
+                pass
+        elif op in (b"g", b"rg", b"k", b"sc", b"scn"):
+            white = _white(operands)
+        elif op in _FILLS:
+            painted = painted or not white
+        elif op in (b"Do", b"sh", b"INLINE IMAGE", b"BI"):
+            painted = True
+        elif op in _SHOW_TEXT:
+            if mode in (3, 7) or (white and mode in (0, 4) and not painted):
+                invisible += 1
+                if op == b'"':  # sets spacing and moves to the next line, as kept text would
+                    kept += [([operands[0]], b"Tw"), ([operands[1]], b"Tc"), ([], b"T*")]
+                elif op == b"'":
+                    kept.append(([], b"T*"))
+                continue
+            visible += 1
+        kept.append((operands, op))
+    return kept, visible, invisible
+
+
+def _visible_page_text(page, reader) -> str:
+    """The page's text without what it draws invisibly (see _MAY_HIDE)."""
+    from pypdf.generic import ContentStream, NameObject, NumberObject
+
+    contents = page.get_contents()
+    if contents is None:
+        return page.extract_text() or ""
+    try:
+        if _MAY_HIDE.search(contents.get_data()) is None:
+            return page.extract_text() or ""
+        stream = ContentStream(contents, reader)
+        kept, visible, invisible = _invisible_text_ops(stream.operations)
+    except Exception:  # a stream pypdf cannot take apart: its own extraction decides
+        return page.extract_text() or ""
+    if not invisible:
+        return page.extract_text() or ""
+    if not visible:  # only invisible text: an OCR layer is kept (read as drawn), white text is not
+        kept, _, _ = _invisible_text_ops([([NumberObject(0)], b"Tr") if op == b"Tr" and o and str(o[0]) in ("3", "7")
+                                          else (o, op) for o, op in stream.operations])
+    stream.operations = kept
+    page[NameObject("/Contents")] = stream  # in memory only: the file is not written
+    return page.extract_text() or ""
 
 
 def _text_of(value) -> str | None:
@@ -573,23 +804,29 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
             raise IngestError(f"item {n} of the export lacks 'id' or 'text'")
         if not str(item["text"]).strip():
             raise IngestError(f"item {n} ({item['id']}) of the export has empty text")
-        pid = str(item["id"])
-        if pid in seen:
+        # an id and a title are one line, as every other field is (`metadata.normalize`): a newline
+        # in a title could start a Markdown block (a table) in an answer's `Sources:`
+        from ..normalize import clean_id, id_key
+
+        pid = clean_id(str(item["id"]))
+        if not pid:
+            raise IngestError(f"item {n} of the export has an empty 'id'")
+        if id_key(pid) in seen:
             raise IngestError(f"duplicate id {pid!r} in the export (item {n})")
-        suffix = Path(pid).suffix.lower()
+        suffix = Path(id_key(pid)).suffix.lower()
         if suffix in SUPPORTED:
             # Files get their path as id (`docs/z1.md`): an export item may not take one, or the file
             # that sorts first would own it and the other be refused for good.
             raise IngestError(f"item {n}: id {pid!r} has the form of a file's document id (a path ending in "
                               f"{suffix}): the ids of an export are its own; rename it (for example without "
                               f"{suffix})")
-        seen.add(pid)
+        seen.add(id_key(pid))
         from .metadata import normalize
 
         fields = normalize({k: item[k] for k in ("url", "source_type", "version", "status", "updated_at", "effective_date")
                             if k in item})
         docs.append(Document(
-            id=pid, title=str(item.get("title") or pid), text=_clean(str(item["text"])),
+            id=pid, title=" ".join(str(item.get("title") or "").split()) or pid, text=_clean(str(item["text"])),
             url=fields.get("url"), source_type=fields.get("source_type"), version=fields.get("version"),
             status=fields.get("status") or "current", updated_at=fields.get("updated_at"),
         ))
@@ -682,7 +919,7 @@ def parse_file(path: Path, doc_id: str, within: Path | None = None) -> list[Docu
         with checked_copy(path, within) as copy:
             docs = parser(copy, doc_id)
     if parser is not parse_json_export:
-        fields = sidecar_metadata(path)
+        fields = sidecar_metadata(path, within)
         for doc in docs:
             apply(doc, fields)
     return docs

@@ -18,6 +18,8 @@ from typing import Callable, Iterable
 
 from ..embed import Embedder
 from ..models import Chunk, Document
+from ..inert import visible_text
+from ..normalize import clean_id, id_key
 from ..store import Store
 from .chunker import chunk_document
 from .budget import BudgetedParser
@@ -142,6 +144,18 @@ def _features_version() -> str:
         return "none"
 
 
+def _rows(batch, d: int) -> range:
+    """The rows of the `d`-th document of `batch` among the batch's chunks."""
+    start = sum(len(chunks) for _, chunks, _ in batch[:d])
+    return range(start, start + len(batch[d][1]))
+
+
+def _contested(doc_id: str, others: list[str]) -> str:
+    return (f"document id {doc_id!r} is also claimed by {', '.join(others)} in this run: neither is indexed until "
+            "one of them takes another id (ids are unique in the library; the order files are read in does not "
+            "decide)")
+
+
 def _other_owner(existing, source: str) -> str | None:
     """The file that holds the stored document `existing`, when it is another file that still
     exists (a file moved or deleted gives its ids up)."""
@@ -187,34 +201,60 @@ EMBED_STEP = 64
 
 
 def _embed_and_features(items: list[tuple[str, str]], embedder: Embedder | None = None,
-                        should_stop: Callable[[], bool] | None = None):
+                        should_stop: Callable[[], bool] | None = None, sizes: list[int] | None = None,
+                        budget_s: float | None = None):
     """Vectors and passage features for (title, text) pairs; runs in a worker process or inline.
     Inline, `should_stop` is asked between steps: a big document's embedding does not hold a stop
-    request for the whole of it (`_Stopped`)."""
+    request for the whole of it (`_Stopped`).
+
+    `sizes`: the number of items of each document, in order. With `budget_s`, a document whose
+    items (vectors and features) take longer than that is given up between steps: its rows are
+    zeros and its index is in the third value returned (a huge file took minutes, as parsing
+    did before it had a budget)."""
+    import numpy as np
+
     embedder = embedder or _WORKER_EMBEDDER
     texts = [f"{title}\n{text}" for title, text in items]
-    if should_stop is None:
-        vectors = embedder.embed(texts)
-    else:
-        import numpy as np
+    sizes = sizes if sizes is not None else [len(items)]
+    doc_of = [d for d, n in enumerate(sizes) for _ in range(n)]
+    spent = [0.0] * len(sizes)
+    over: set[int] = set()
 
-        parts = []
-        for start in range(0, len(texts), EMBED_STEP):
-            if should_stop():
-                raise _Stopped
-            parts.append(np.asarray(embedder.embed(texts[start:start + EMBED_STEP])))
-        vectors = np.concatenate(parts) if parts else np.asarray(embedder.embed([]))
+    def charge(d: int, t0: float) -> None:
+        spent[d] += time.perf_counter() - t0
+        if budget_s and spent[d] > budget_s:
+            over.add(d)
+
+    vectors = np.zeros((len(texts), embedder.dim), dtype=np.float32)
+    start = 0
+    while start < len(texts):
+        if should_stop is not None and should_stop():
+            raise _Stopped
+        d = doc_of[start]
+        if d in over:
+            start += 1
+            continue
+        # one step never runs past the end of its document, so time is charged to the right one
+        end = min(start + EMBED_STEP, len(texts), sum(sizes[:d + 1]))
+        t0 = time.perf_counter()
+        vectors[start:end] = np.asarray(embedder.embed(texts[start:end]), dtype=np.float32)
+        charge(d, t0)
+        start = end
     features_fn = _passage_features_fn()
     feats: list[dict | None] = [None] * len(items)
     if features_fn is not None:
         for i, (title, text) in enumerate(items):
             if should_stop is not None and should_stop():
                 raise _Stopped
+            if doc_of[i] in over:
+                continue
+            t0 = time.perf_counter()
             try:
                 feats[i] = features_fn(text, title, embedder=embedder, vector=vectors[i])
             except Exception:
                 log.debug("passage features failed", exc_info=True)
-    return vectors, feats
+            charge(doc_of[i], t0)
+    return vectors, feats, over
 
 
 def document_injection(feats: list[dict | None]) -> list[dict | None]:
@@ -299,12 +339,15 @@ class Ingestor:
     def __init__(self, store: Store, embedder: Embedder, *, chunk_size: int = 800, chunk_overlap: int = 120,
                  max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64, workers: int | None = None,
                  parse_timeout_s: float | None = 120.0, parse_memory_mb: int | None = 2048,
-                 follow_symlinks: bool = False):
+                 follow_symlinks: bool = False, embed_timeout_s: float | None = 120.0):
         """`workers` > 1 embeds batches in that many forked processes while this one parses and
         writes; a pool starts only once there is more than one batch of work. Each file is parsed
         in a child process within `parse_timeout_s` seconds and `parse_memory_mb` megabytes (None
-        for both: in this process, without a budget)."""
+        for both: in this process, without a budget). Embedding one document (its vectors and
+        passage features) takes `embed_timeout_s` at most (None: no budget); past it the document
+        fails, named."""
         self.follow_symlinks = follow_symlinks
+        self.embed_timeout_s = embed_timeout_s
         self.parse_timeout_s = parse_timeout_s
         self.parse_memory_mb = parse_memory_mb
         self._parser: BudgetedParser | None = None
@@ -380,6 +423,13 @@ class Ingestor:
     def _ingest_files(self, files: list[tuple[Path, Path]], roots: list[Path], prune: bool,
                       progress: Callable[[int, int, str], None] | None, report: IngestReport) -> IngestReport:
         seen_ids: dict[str, str] = {}  # document id -> the file it came from in this run
+        # What each id looks like (`id_key`) -> (the file that claimed it first in this run, its
+        # id); and the look of the ids already stored, to find a look-alike of one.
+        claims: dict[str, tuple[str, str, str]] = {}  # look -> (source, id, path as found)
+        contested: dict[str, list[str]] = {}  # look -> the files that claimed it, all refused
+        stored = {id_key(rec.id): rec for rec in self.store.list_documents()}
+        self._revoked: set[str] = set()
+        self._written: dict[str, tuple[str, int]] = {}  # id -> ("added" / "updated", chunks), written in this run
         failed_paths: set[str] = set()
         pending: list[tuple[Document, list[Chunk], str]] = []
         total = len(files)
@@ -416,12 +466,41 @@ class Ingestor:
                 continue
             for doc in docs:
                 doc.path = source
+                # one line, whatever the format held (an HTML <title>, a DOCX core title with newlines)
+                doc.id = clean_id(doc.id) or doc.id
+                doc.title = " ".join((visible_text(doc.title) or "").split()) or doc.id
+                look = id_key(doc.id)
+                if look in contested:
+                    contested[look].append(str(path))
+                    report.failed.append((str(path), _contested(doc.id, contested[look][:-1])))
+                    continue
+                alike = stored.get(look)
+                if alike is not None and alike.id != doc.id and _other_owner(alike, source) is not None:
+                    report.failed.append((str(path), f"document id {ascii(doc.id)} looks like {ascii(alike.id)}, "
+                                                     f"the id of {alike.source_path}: give it another id (ids that "
+                                                     "read alike are one id)"))
+                    continue
                 existing = self.store.get_document(doc.id)
+                prior = claims.get(look)
+                if prior is not None and prior[0] != source:
+                    if alike is not None and _other_owner(alike, source) == prior[0]:  # as the run began
+                        # the id was the other file's before this run: it keeps it
+                        report.failed.append((str(path), f"document id {doc.id!r} is already taken by {prior[2]}: "
+                                                         "give one of them another id (ids are unique in the library)"))
+                        continue
+                    # Two files claim an id in one run and neither held it before: the order the
+                    # files are read in must not decide which is served under it. Neither is.
+                    contested[look] = [prior[2], str(path)]
+                    self._revoke(prior[1], pending, report, seen_ids)
+                    report.failed.append((prior[2], _contested(prior[1], [str(path)])))
+                    report.failed.append((str(path), _contested(doc.id, [prior[2]])))
+                    continue
                 owner = seen_ids.get(doc.id) or _other_owner(existing, source)
                 if owner is not None and owner != source:
                     report.failed.append((str(path), f"document id {doc.id!r} is already taken by {owner}: "
                                                      "give one of them another id (ids are unique in the library)"))
                     continue
+                claims.setdefault(look, (source, doc.id, str(path)))
                 seen_ids[doc.id] = source
                 doc.content_hash = content_hash(doc, self._salt)
                 if existing is not None and existing.content_hash == doc.content_hash:
@@ -455,16 +534,18 @@ class Ingestor:
             batch = list(pending)
             pending.clear()
             items = [(d.title, c.text) for d, chunks, _ in batch for c in chunks]
+            sizes = [len(chunks) for _, chunks, _ in batch]
             self._batches += 1
             pool = self._get_pool() if self._batches > 1 else None
             if pool is not None:
-                future = pool.submit(_embed_and_features, items)
+                future = pool.submit(_embed_and_features, items, None, None, sizes, self.embed_timeout_s)
             else:
                 from concurrent.futures import Future
 
                 future = Future()
                 try:
-                    future.set_result(_embed_and_features(items, self.embedder, self._stop.is_set))
+                    future.set_result(_embed_and_features(items, self.embedder, self._stop.is_set, sizes,
+                                                          self.embed_timeout_s))
                 except _Stopped:
                     self._inflight.clear()
                     return
@@ -473,7 +554,7 @@ class Ingestor:
         while self._inflight and (final or len(self._inflight) > self.workers or self._inflight[0][0].done()):
             future, batch = self._inflight.pop(0)
             try:
-                vectors, feats = self._result(future)
+                vectors, feats, over = self._result(future)
             except _Stopped:
                 self._inflight.clear()
                 return
@@ -481,7 +562,17 @@ class Ingestor:
                 for doc, _, _ in batch:
                     report.failed.append((doc.path or doc.id, f"could not be embedded ({type(e).__name__}: {e})"))
                 continue
-            self._write(batch, vectors, feats, report)
+            for d in sorted(over):
+                doc = batch[d][0]
+                report.failed.append((doc.path or doc.id, f"embedding took over {self.embed_timeout_s:.0f} s, the "
+                                                          "budget of one document: split it, or raise "
+                                                          "SOURCEGATE_EMBED_TIMEOUT_S (0: no budget)"))
+            if over:
+                kept = [d for d in range(len(batch)) if d not in over]
+                self._write([batch[d] for d in kept], vectors, feats, report,
+                            rows=[r for d in kept for r in _rows(batch, d)])
+            else:
+                self._write(batch, vectors, feats, report)
         if final:
             self._close_pool()
 
@@ -529,7 +620,26 @@ class Ingestor:
         for proc in processes:
             proc.join(timeout=5)
 
-    def _write(self, batch, vectors, feats, report: IngestReport) -> None:
+    def _revoke(self, doc_id: str, pending: list, report: IngestReport, seen_ids: dict) -> None:
+        """Take back a document of this run whose id turned out to be contested: not yet written, it
+        is dropped (`_write` skips it when its batch is being embedded); written, it is deleted."""
+        self._revoked.add(doc_id)
+        seen_ids.pop(doc_id, None)
+        pending[:] = [p for p in pending if p[0].id != doc_id]
+        kind, chunks = self._written.pop(doc_id, (None, 0))
+        if kind is not None and self.store.delete_document(doc_id):
+            report.chunks -= chunks
+            if kind == "added":
+                report.added -= 1
+            else:
+                report.updated -= 1
+
+    def _write(self, batch, vectors, feats, report: IngestReport, rows: list[int] | None = None) -> None:
+        """Write `batch`; `rows`: the rows of `vectors` and `feats` that belong to it, in order
+        (all of them when None)."""
+        if rows is not None:
+            vectors = vectors[rows] if len(rows) else vectors[:0]
+            feats = [feats[r] for r in rows]
         offset = 0
         for doc, chunks, kind in batch:
             if self._stop.is_set():  # each document is written whole or not at all
@@ -537,6 +647,8 @@ class Ingestor:
             vecs = vectors[offset : offset + len(chunks)]
             fts = document_injection(feats[offset : offset + len(chunks)])
             offset += len(chunks)
+            if doc.id in getattr(self, "_revoked", ()):
+                continue
             try:
                 self.store.upsert_document(doc, chunks, vecs, fts, source_path=doc.path)
             except Exception as e:
@@ -547,6 +659,8 @@ class Ingestor:
                 report.failed.append((doc.path or doc.id, f"could not be written to the index ({e})"))
                 continue
             report.chunks += len(chunks)
+            if hasattr(self, "_written"):
+                self._written[doc.id] = (kind, len(chunks))
             if kind == "added":
                 report.added += 1
             else:

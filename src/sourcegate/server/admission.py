@@ -36,9 +36,55 @@ class Overloaded(Unavailable):
                          reason, max(1, retry_after))
 
 
+def _cgroup_cpu_limit(root: str = "/sys/fs/cgroup") -> float | None:
+    """The CPU limit of this process's cgroup in cores (`docker run --cpus 0.5`: 0.5), or None
+    when there is none: cgroup v2's `cpu.max`, else v1's CFS quota and period."""
+    def read(path: str) -> str | None:
+        try:
+            with open(path, encoding="ascii") as f:
+                return f.read().strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+
+    v2 = read(os.path.join(root, "cpu.max"))
+    if v2:
+        quota, _, period = v2.partition(" ")
+        if quota != "max":
+            try:
+                return int(quota) / int(period or 100000)
+            except ValueError:
+                return None
+        return None
+    quota = read(os.path.join(root, "cpu", "cpu.cfs_quota_us"))
+    period = read(os.path.join(root, "cpu", "cpu.cfs_period_us"))
+    try:
+        if quota and period and int(quota) > 0:
+            return int(quota) / int(period)
+    except ValueError:
+        pass
+    return None
+
+
+def available_cores() -> int:
+    """The cores this process may use: the CPUs it may run on (affinity, `--cpuset-cpus`), no more
+    than its cgroup's CPU limit rounded up (`--cpus 0.5` is one core). `os.cpu_count()` counts the
+    host's: in a container limited to half a core on a 64-core host, 64 workers of 64 questions."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    limit = _cgroup_cpu_limit()
+    if limit is not None and limit > 0:
+        import math
+
+        cores = min(cores, math.ceil(limit))
+    return max(1, cores)
+
+
 def concurrency_or_cores(concurrency: int) -> int:
-    """Questions answered at once: `concurrency` when set (above 0), else one per core."""
-    return concurrency if concurrency > 0 else max(1, os.cpu_count() or 1)
+    """Questions answered at once: `concurrency` when set (above 0), else one per core
+    (`available_cores`)."""
+    return concurrency if concurrency > 0 else available_cores()
 
 
 class AdmissionControl:

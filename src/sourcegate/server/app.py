@@ -111,7 +111,10 @@ def openapi_server_url(settings: Settings, request: Request) -> str:
     if extra:
         first = extra[0]
         return first if "://" in first else f"https://{first}"
-    return f"http://127.0.0.1:{request.url.port or 80}"
+    # the port the connection came in on (the Host header's, from a host not answered for, is not
+    # this server's: without one it read as port 80)
+    server = request.scope.get("server") or (None, None)
+    return f"http://127.0.0.1:{server[1] or request.url.port or 80}"
 
 
 def _json_error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -567,6 +570,9 @@ def key_problem(settings: Settings) -> str | None:
     for name, key in (("MCP_API_KEY", settings.mcp_api_key), ("METRICS_API_KEY", settings.metrics_api_key)):
         if key is None:
             continue
+        if key == "":
+            return (f"{name} is set but empty, which would mean no key at all: set a key (for example "
+                    f"`openssl rand -hex 32`), or unset {name} to serve without one")
         bad = next((ch for ch in key if not (" " <= ch < "\x7f")), None)
         if bad is not None:
             return (f"{name} holds the character {bad!r} (U+{ord(bad):04X}): HTTP headers carry printable ASCII "
@@ -832,6 +838,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000, sockets
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.mcp_allowed_hosts:
         log.warning("serving on a non-local address without ALLOWED_HOSTS: /mcp and /v1 answer 421 to requests "
                     "whose Host header is not localhost; set ALLOWED_HOSTS=your.host.name")
+    open_files = raise_open_files_limit()
+    log.info("up to %d connections at once (open-file limit %d)", max_connections(settings, open_files), open_files)
     audit_lookup = is_loopback(host) or bool(settings.mcp_api_key)
     if not audit_lookup:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the "
@@ -839,7 +847,54 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000, sockets
     uvicorn.Server(server_config(create_app(settings, audit_lookup=audit_lookup), settings, host=host, port=port)).run(sockets=sockets)
 
 
-def _timed_protocol(request_timeout_s: float):
+# File descriptors kept for what is not a connection (the index, the audit log, the model files,
+# the worker pipes), when the connection cap is taken from the open-file limit.
+FD_RESERVE = 256
+MAX_AUTO_CONNECTIONS = 16384
+
+
+def raise_open_files_limit() -> int:
+    """Raise this process's soft limit on open files to its hard limit (a shell's default soft
+    limit, 1024, is a few hundred idle clients); returns the soft limit now in force."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY:
+            hard = max(soft, 1 << 20) if soft != resource.RLIM_INFINITY else 1 << 20
+        if soft == resource.RLIM_INFINITY or soft >= hard:
+            return int(hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        return int(hard)
+    except (ImportError, ValueError, OSError):  # no resource module, or a limit we may not change
+        try:
+            import resource
+
+            return int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        except Exception:
+            return 1024
+
+
+def max_connections(settings: Settings, open_files: int | None = None) -> int:
+    """The connection cap of one server process: SERVE_MAX_CONNECTIONS, else what the open-file
+    limit leaves after FD_RESERVE (at most MAX_AUTO_CONNECTIONS)."""
+    if settings.serve_max_connections:
+        return settings.serve_max_connections
+    if open_files is None:
+        try:
+            import resource
+
+            open_files = int(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+        except Exception:
+            open_files = 1024
+    return max(16, min(MAX_AUTO_CONNECTIONS, open_files - FD_RESERVE))
+
+
+CAP_LOG_EVERY_S = 10.0
+_cap_said = [float("-inf")]
+
+
+def _timed_protocol(request_timeout_s: float, connection_cap: int | None = None):
     """uvicorn's h11 protocol with a deadline on receiving each request: a connection that sends
     nothing, or a request's headers or body only in part, is closed `request_timeout_s` after the
     connection opened or the request's first byte arrived (uvicorn times out idle keep-alive
@@ -853,6 +908,24 @@ def _timed_protocol(request_timeout_s: float):
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm()
+            if connection_cap is not None and len(self.connections) > connection_cap:
+                self._make_room()
+
+        def _idle(self) -> bool:
+            return (self.cycle is None or self.cycle.response_complete) and self.conn.their_state is h11.IDLE \
+                and not self.transport.is_closing()
+
+        def _make_room(self) -> None:
+            """Over the cap: close an idle connection (no request under way), else this new one."""
+            victim = next((c for c in self.connections if c is not self and getattr(c, "_idle", None) and c._idle()),
+                          None)
+            now = time.monotonic()
+            if now - _cap_said[0] >= CAP_LOG_EVERY_S:  # once in a while, not once per connection
+                _cap_said[0] = now
+                log.warning("%d connections open, over the cap of %d (SERVE_MAX_CONNECTIONS): closing %s",
+                            len(self.connections), connection_cap,
+                            "idle ones" if victim is not None else "new ones (none is idle)")
+            (victim or self).transport.close()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -891,4 +964,4 @@ def server_config(app: ASGIApp, settings: Settings, **kw: Any):
     return uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
                           timeout_graceful_shutdown=settings.serve_shutdown_timeout_s,
                           timeout_keep_alive=settings.serve_keep_alive_s,
-                          http=_timed_protocol(settings.serve_request_timeout_s), **kw)
+                          http=_timed_protocol(settings.serve_request_timeout_s, max_connections(settings)), **kw)

@@ -75,7 +75,7 @@ def _response(r: dict[str, Any]) -> dict[str, Any]:
     if r.get("headers"):
         out["headers"] = {name: {**({"description": h["description"]} if "description" in h else {}),
                                  **{k: v for k, v in (h.get("schema") or {"type": "string"}).items()
-                                    if k in ("type", "format")}}
+                                    if k in ("type", "format", "enum")}}
                           for name, h in r["headers"].items()}
     return out
 

@@ -118,8 +118,18 @@ def openapi_document(settings: Settings, server_url: str) -> dict[str, Any]:
                                     "x-ms-summary": "Audit id", "description": "The audit_id returned with an answer."}],
                     "responses": {
                         "200": {"description": "The audit record (canonical JSON, with its record_hash).",
+                                "headers": {"x-audit-verified": {
+                                    "schema": {"type": "string", "enum": ["true", "false"]},
+                                    "description": "Whether the record's hash (with AUDIT_HMAC_SECRET, its HMAC) "
+                                                   "matches its content: false means it was edited or forged."}},
                                 "content": {"application/json": {"schema": {"type": "object"}}}},
-                        "401": err, "404": err,
+                        "401": err,
+                        "403": {**err, "description": "Lookups are off: no MCP_API_KEY on a non-loopback address, "
+                                                      "or a browser origin the server does not answer."},
+                        "404": err,
+                        "409": {**err, "description": "The record is in the log but damaged (its line does not "
+                                                      "parse): the log needs an operator."},
+                        "503": busy,
                     },
                 }
             },

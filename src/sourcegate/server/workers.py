@@ -23,7 +23,10 @@ question per core at once (connections do not spread evenly: see `per_worker_con
 
 SIGTERM or SIGINT to the parent is passed to every worker as SIGTERM: each stops accepting,
 finishes and audits the questions in flight (within `SERVE_SHUTDOWN_TIMEOUT_S`), and exits; the
-parent exits when they all have. A worker that dies otherwise is started again.
+parent exits when they all have. A worker that dies otherwise is started again. A parent that
+dies without passing anything on (SIGKILL, a crash, the OOM killer) takes its workers with it:
+each gets SIGTERM from the kernel (Linux's PR_SET_PDEATHSIG) or from its own watch of its parent,
+and stops as above, so none keeps serving orphaned or holds the port against the next `serve`.
 """
 
 from __future__ import annotations
@@ -34,12 +37,14 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
+import threading
 import time
 from multiprocessing.connection import wait
 
 from ..settings import Settings
-from .admission import concurrency_or_cores
+from .admission import available_cores, concurrency_or_cores
 
 log = logging.getLogger("sourcegate.serve")
 
@@ -47,10 +52,13 @@ RESTART_DELAY_S = 1.0
 # A worker that exits this soon after it started, this many times in a row, stops the server.
 QUICK_DEATH_S = 10.0
 MAX_QUICK_DEATHS = 3
+# How often a worker checks that its parent is alive (where the kernel does not tell it).
+PARENT_CHECK_S = 1.0
 
 
 def default_workers() -> int:
-    return max(1, os.cpu_count() or 1)
+    """One worker per core this process may use (a container's CPU limit included)."""
+    return available_cores()
 
 
 def per_worker_concurrency(settings: Settings) -> int:
@@ -69,7 +77,7 @@ def judge_threads(concurrency: int, workers: int) -> int:
     of its own on one thread is ~10% slower than on two, but several at once answer more (2 cores,
     4 clients: 9.1 against 7.9 answers/s, with a third less CPU: two threads per run mostly wait on
     each other)."""
-    return max(1, (os.cpu_count() or 1) // max(1, concurrency * max(1, workers)))
+    return max(1, available_cores() // max(1, concurrency * max(1, workers)))
 
 
 def pin_judge_threads(settings: Settings, workers: int) -> None:
@@ -92,10 +100,34 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _worker(settings: Settings, host: str, port: int, sock: socket.socket, number: int, workers: int) -> None:
+def _stop_with_parent(parent_pid: int) -> None:
+    """SIGTERM to this worker when its parent ends, however it ends: the kernel sends it on Linux
+    (PR_SET_PDEATHSIG); elsewhere, or if the parent died before that was set, a thread notices the
+    worker was re-parented. SIGTERM is the graceful stop: the questions in flight are answered and
+    audited, the listening socket is closed at once."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        except Exception:  # no libc prctl: the watch below still covers it
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(PARENT_CHECK_S)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="sourcegate-parent-watch", daemon=True).start()
+
+
+def _worker(settings: Settings, host: str, port: int, sock: socket.socket, number: int, workers: int,
+            parent_pid: int | None = None) -> None:
     # The parent's handlers are not the worker's: uvicorn installs its own (graceful shutdown).
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if parent_pid is not None:
+        _stop_with_parent(parent_pid)
     os.environ["SOURCEGATE_WORKER"] = str(number)
     pin_judge_threads(settings, workers)
     from .app import serve
@@ -127,7 +159,7 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
     failed = False
 
     def start(number: int) -> None:
-        p = ctx.Process(target=_worker, args=(settings, host, port, sock, number, workers),
+        p = ctx.Process(target=_worker, args=(settings, host, port, sock, number, workers, os.getpid()),
                         name=f"sourcegate-worker-{number}", daemon=False)
         p.start()
         procs[number] = p
@@ -138,6 +170,10 @@ def serve_workers(settings: Settings, host: str, port: int, workers: int) -> int
         if not stopping:
             log.info("stopping %d workers (signal %s)", len(procs), signal.Signals(signum).name)
         stopping = True
+        # The listening socket stops listening once every process has closed it: the workers close
+        # theirs as they stop; the parent's copy kept it open until the last worker ended, so new
+        # connections were queued that nobody would accept, then reset. Closed, they are refused.
+        sock.close()
         for p in procs.values():
             if p.is_alive() and p.pid:
                 try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import unquote
 
 from .base import DocumentRecord, ExportedDocument, SearchFilters, Store, StoreStats
 
@@ -35,6 +35,7 @@ def store_kind(url_or_path: str | Path) -> str:
     """'sqlite', 'postgresql' or 'azure'; `StoreURLError` for a URL of any other scheme."""
     url = str(url_or_path)
     if url.startswith(("postgresql://", "postgres://")):
+        _check_postgres_url(url)
         return "postgresql"
     if url.startswith("azure://"):
         return "azure"
@@ -63,24 +64,70 @@ def sqlite_path(url_or_path: str | Path) -> Path:
 _SECRET_PARAM = re.compile(r"(?i)^(password|passwd|pwd|sslpassword|secret|api[-_]?key|key|token|access[-_]?token)$")
 
 
+def _userinfo_end(rest: str) -> int:
+    """Where the user part of `rest` (a URL after `://`) ends: its `@`, or -1 when there is none.
+    libpq's reading: the first `@` before any `/`, so `#`, `?` and `%` belong to the password (an
+    RFC 3986 parser would cut it there and show the rest). A password holding a `/` has no `@`
+    before it: then the first `@` after a `:` ends it (libpq would take the password for a port
+    and quote it in its error)."""
+    slash = rest.find("/")
+    at = rest.find("@", 0, slash if slash >= 0 else len(rest))
+    if at >= 0:
+        return at
+    at = rest.find("@")
+    return at if at >= 0 and ":" in rest[:at] and "=" not in rest[:at] else -1
+
+
 def redact_url(url: str) -> str:
     """The URL without its password, in the user part or in the query (`?password=...`), for
-    messages, `status` and logs."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:
+    messages, `status` and logs. The user part is read as libpq reads it (see `_userinfo_end`), so
+    a password holding `#`, `?`, `/` or a bad `%` escape is hidden too."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
         return url
-    if password:
-        host = parts.netloc.rsplit("@", 1)[-1]
-        parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-    if parts.query:
+    at = _userinfo_end(rest)
+    if at >= 0:
+        user, colon, password = rest[:at].partition(":")
+        rest = (f"{user}:***" if colon and password else rest[:at]) + rest[at:]
+    at = max(rest.find("@"), -1) if at >= 0 else -1
+    head, q, query = rest[at + 1:].partition("?")
+    if q:
         pieces = []
-        for piece in parts.query.split("&"):
+        for piece in query.split("&"):
             name, eq, value = piece.partition("=")
             pieces.append(f"{name}=***" if eq and _SECRET_PARAM.match(unquote(name)) else piece)
-        parts = parts._replace(query="&".join(pieces))
-    return urlunsplit(parts)
+        query = "&".join(pieces)
+    return f"{scheme}://{rest[:at + 1]}{head}{q}{query}"
+
+
+# What libpq's URL parser says, as a sentence that quotes nothing of the URL (its own message
+# quotes the token it choked on, which may be the password).
+_ENCODE = "a password or user name holding '@', ':', '/' or '%' must be percent-encoded (%40, %3A, %2F, %25)"
+_LIBPQ_URL_FAULTS = (
+    ("percent-encoded", f"a '%' that does not start a %XX escape: {_ENCODE}"),
+    ("query parameter", "a query parameter libpq does not know (names are case-sensitive: sslmode, "
+                        "connect_timeout, ...)"),
+    ("IPv6", "an IPv6 host address without its closing ']'"),
+)
+
+
+def _check_postgres_url(url: str) -> None:
+    """`StoreURLError` for a PostgreSQL URL libpq cannot read (without psycopg, the missing extra is
+    reported when the store is opened)."""
+    try:
+        from psycopg.conninfo import conninfo_to_dict
+    except ImportError:
+        return
+    form = "the form is postgresql://user:password@host:5432/dbname"
+    try:
+        params = conninfo_to_dict(url)
+    except Exception as e:
+        text = str(e)
+        why = next((w for key, w in _LIBPQ_URL_FAULTS if key in text), f"a form libpq does not read ({_ENCODE})")
+        raise StoreURLError(f"the PostgreSQL URL {redact_url(url)!r} has {why}; {form}") from None
+    if not all(p.strip().isdigit() for p in str(params.get("port") or "5432").split(",")):
+        raise StoreURLError(f"the PostgreSQL URL {redact_url(url)!r} has a port that is not a number ({_ENCODE}); "
+                            f"{form}")
 
 
 def describe_location(url_or_path: str | Path) -> str:

@@ -3,6 +3,8 @@ run the same contract test suite (tests/test_store_contract.py)."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -15,6 +17,36 @@ class StoreUnavailable(RuntimeError):
     """The store cannot be reached now (a database server down or not answering). The server
     answers 503 with Retry-After (the MCP tool: a tool error) and tries again; the message names
     the store, never a password."""
+
+
+class StoreTime:
+    """The time one question may spend waiting on the store, all its queries together: a database
+    that answers each query slowly, or stops answering, ends the question with `StoreUnavailable`
+    rather than holding its slot. Set for the current context by `budget()`; stores that can bound
+    a query read it through `current_store_time()`."""
+
+    def __init__(self, seconds: float):
+        self.left = float(seconds)
+
+    def spend(self, seconds: float) -> None:
+        self.left -= seconds
+
+
+_STORE_TIME: ContextVar[StoreTime | None] = ContextVar("sourcegate_store_time", default=None)
+
+
+@contextmanager
+def store_time_budget(seconds: float | None):
+    """Within this block, the store's queries together may take `seconds` (None: no budget)."""
+    token = _STORE_TIME.set(StoreTime(seconds) if seconds else None)
+    try:
+        yield
+    finally:
+        _STORE_TIME.reset(token)
+
+
+def current_store_time() -> StoreTime | None:
+    return _STORE_TIME.get()
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,12 @@ Same contract and same results as the SQLite store (tests/test_store_contract.py
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
 import re
+import socket
 import struct
 import threading
 import time
@@ -33,7 +37,8 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, StoreUnavailable, checked_upsert
+from .base import (DocumentRecord, ExportedDocument, SearchFilters, StoreStats, StoreUnavailable, checked_upsert,
+                   current_store_time)
 from .sqlite import fts_terms
 
 log = logging.getLogger(__name__)
@@ -173,6 +178,85 @@ def _vector_adapters(conn) -> None:
 # again at most this often (in between, questions get a 503 at once).
 POOL_WAIT_S = 5.0
 POOL_RETRY_S = 1.0
+# A question's query: PostgreSQL cancels it after QUERY_TIMEOUT_S (`statement_timeout`), and the
+# connection is cut CUT_GRACE_S later if no answer came at all (a server, or a network path, that
+# went silent sends nothing, not even the cancellation). A pooled connection is checked as it is
+# handed out, within CHECK_TIMEOUT_S. All the queries of one question share a budget
+# (`store_time_budget`, set by the service), so it ends within seconds whatever the database does.
+QUERY_TIMEOUT_S = 3.5
+CUT_GRACE_S = 0.5
+CHECK_TIMEOUT_S = 2.0
+# TCP keepalives and a user timeout in every connection's parameters (unless the URL sets its own):
+# a flow that a NAT or a load balancer dropped fails within about 20 s on an idle connection and on
+# one waiting for its data to be acknowledged (an ingest's writes included), not hours later.
+TCP_OPTIONS = {"keepalives": "1", "keepalives_idle": "10", "keepalives_interval": "5", "keepalives_count": "2",
+               "tcp_user_timeout": "20000"}
+
+
+def _tcp_options(url: str) -> dict[str, str]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url)
+    except Exception:  # a malformed URL is reported by the connection itself
+        return {}
+    return {k: v for k, v in TCP_OPTIONS.items() if k not in given}
+
+
+class _Watchdog:
+    """Cuts the socket of a connection still busy past its deadline, which wakes the thread waiting
+    on it with a connection error. One thread for every store in the process."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._deadlines: list[tuple[float, int]] = []  # a heap of (deadline, ticket)
+        self._watched: dict[int, object] = {}  # ticket -> connection, while it is watched
+        self._tickets = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, conn, seconds: float) -> int:
+        with self._cond:
+            ticket = next(self._tickets)
+            self._watched[ticket] = conn
+            heapq.heappush(self._deadlines, (time.monotonic() + seconds, ticket))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="sourcegate-pg-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+        return ticket
+
+    def release(self, ticket: int) -> bool:
+        """Stop watching; False when the connection was cut."""
+        with self._cond:
+            return self._watched.pop(ticket, None) is not None
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                while self._deadlines and self._deadlines[0][1] not in self._watched:
+                    heapq.heappop(self._deadlines)
+                now = time.monotonic()
+                if self._deadlines and self._deadlines[0][0] <= now:
+                    _, ticket = heapq.heappop(self._deadlines)
+                    _cut(self._watched.pop(ticket))  # under the lock: `release` returns after the cut, never during
+                    continue
+                self._cond.wait(self._deadlines[0][0] - now if self._deadlines else None)
+
+
+def _cut(conn) -> None:
+    try:
+        s = socket.socket(fileno=os.dup(conn.fileno()))
+    except Exception:  # closed meanwhile
+        return
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    finally:
+        s.close()
+
+
+_WATCHDOG = _Watchdog()
 
 
 def _connection_lost(e: BaseException) -> bool:
@@ -191,14 +275,16 @@ class PostgresStore:
 
     def __init__(self, url: str, embedder_id: str, dim: int, *, language: str = "en", pool_size: int = 4,
                  ef_search: int = 100, connect_timeout: float = 10.0, maintenance_work_mem: str = "512MB",
-                 durable_writes: bool = False):
+                 durable_writes: bool = False, query_timeout: float = QUERY_TIMEOUT_S):
         """`pool_size` connections at most (a `serve` process needs one per concurrent question);
         `ef_search` is HNSW's candidate list at query time (recall against latency);
         `maintenance_work_mem` is given to an HNSW index build (the graph should fit in it: about
         2.5 KB per 512-d chunk). Document writes commit without waiting for the disk flush
         (`synchronous_commit = off`, as the SQLite store's WAL with `synchronous=NORMAL`): a crash of
         the database server may lose the last few documents written, never part of one, and the
-        next ingest writes them again; `durable_writes=True` waits for the flush."""
+        next ingest writes them again; `durable_writes=True` waits for the flush. A query that
+        searches or reads (what a question does) ends after `query_timeout` seconds; writes, index
+        builds and ANALYZE are not bounded but by TCP keepalives."""
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -214,10 +300,16 @@ class PostgresStore:
         self.maintenance_work_mem = maintenance_work_mem
         self.durable_writes = durable_writes
         self.read_only = False
+        self.query_timeout = float(query_timeout)
+        self._tcp = _tcp_options(url)
         requested = text_search_config(language)
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout)) as conn:
+            with psycopg.connect(url, autocommit=True, connect_timeout=int(connect_timeout), **self._tcp) as conn:
                 self.text_config = self._migrate(conn, requested)
+        except psycopg.ProgrammingError:  # libpq's message quotes the part of the URL it could not read
+            raise RuntimeError(f"the PostgreSQL URL {self.location} cannot be read (check SOURCEGATE_STORE: "
+                               "postgresql://user:password@host:5432/dbname, with '@', ':', '/' and '%' in a "
+                               "password percent-encoded)") from None
         except psycopg.OperationalError as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise RuntimeError(f"cannot connect to PostgreSQL at {self.location}: {first} "
@@ -299,9 +391,10 @@ class PostgresStore:
         return config
 
     def _build_vector_index(self, conn) -> None:
-        conn.execute(f"SET maintenance_work_mem = '{self.maintenance_work_mem}'")
-        conn.execute(HNSW_INDEX)
-        conn.execute("RESET maintenance_work_mem")
+        with conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")
+            conn.execute(f"SET LOCAL maintenance_work_mem = '{self.maintenance_work_mem}'")
+            conn.execute(HNSW_INDEX)
 
     @contextmanager
     def bulk_load(self):
@@ -318,6 +411,8 @@ class PostgresStore:
             if empty:
                 with self._connection() as conn:
                     self._build_vector_index(conn)
+                with self._connection() as conn, conn.transaction():
+                    conn.execute("SET LOCAL statement_timeout = 0")
                     conn.execute("ANALYZE chunks")
                 self._lexeme_freq = None
 
@@ -327,9 +422,20 @@ class PostgresStore:
         # Each connection is checked as it is handed out: one that died with the database (a
         # restart) is replaced there, rather than failing the first question after it is back.
         return ConnectionPool(self.url, min_size=1, max_size=self._pool_size,
-                              kwargs={"autocommit": True, "connect_timeout": max(1, int(self._wait_s))},
+                              kwargs={"autocommit": True, "connect_timeout": max(1, int(self._wait_s)), **self._tcp},
                               configure=self._configure, open=True, name="sourcegate", timeout=self._wait_s,
-                              check=ConnectionPool.check_connection)
+                              check=self._check_connection)
+
+    @staticmethod
+    def _check_connection(conn) -> None:
+        """The pool's check, within CHECK_TIMEOUT_S: a connection whose peer went silent is cut."""
+        from psycopg_pool import ConnectionPool
+
+        ticket = _WATCHDOG.watch(conn, CHECK_TIMEOUT_S)
+        try:
+            ConnectionPool.check_connection(conn)
+        finally:
+            _WATCHDOG.release(ticket)
 
     def _current_pool(self):
         """The pool; after the database went away, a new one once a connection can be made again
@@ -343,7 +449,8 @@ class PostgresStore:
                 raise StoreUnavailable(f"cannot reach PostgreSQL at {self.location} (tried "
                                        f"{time.monotonic() - self._pool_failed_at:.1f} s ago)")
             try:  # one plain connection first: a pool would keep retrying in the background instead
-                psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._wait_s))).close()
+                psycopg.connect(self.url, autocommit=True, connect_timeout=max(1, int(self._wait_s)),
+                                **self._tcp).close()
             except psycopg.OperationalError as e:
                 self._pool_failed_at = time.monotonic()
                 raise StoreUnavailable(f"cannot reach PostgreSQL at {self.location}: {type(e).__name__}") from None
@@ -361,22 +468,46 @@ class PostgresStore:
         threading.Thread(target=pool.close, kwargs={"timeout": 0}, name="sourcegate-pool-close", daemon=True).start()
 
     @contextmanager
-    def _connection(self):
+    def _connection(self, bounded: bool = False):
         """A pooled connection; the database down, not answering or gone mid-query is
-        `StoreUnavailable` (within `POOL_WAIT_S`), never the driver's own error."""
+        `StoreUnavailable` (within `POOL_WAIT_S`), never the driver's own error. `bounded`: what
+        is done with it ends within the query timeout and what is left of the question's budget
+        (`store_time_budget`), or the connection is cut."""
         import psycopg
         from psycopg_pool import PoolTimeout
 
+        budget = current_store_time() if bounded else None
+        limit = self.query_timeout + CUT_GRACE_S
+        if budget is not None:
+            if budget.left <= 0:
+                raise StoreUnavailable(f"PostgreSQL at {self.location} took this question's whole time for the store")
+            limit = min(limit, budget.left)
+        t0 = time.monotonic()
         pool = self._current_pool()
         try:
-            with pool.connection() as conn:
-                yield conn
+            with pool.connection(timeout=min(self._wait_s, limit) if bounded else None) as conn:
+                ticket = _WATCHDOG.watch(conn, max(0.0, limit - (time.monotonic() - t0))) if bounded else None
+                try:
+                    yield conn
+                finally:
+                    if ticket is not None:
+                        _WATCHDOG.release(ticket)
         except (PoolTimeout, psycopg.OperationalError, psycopg.InterfaceError) as e:
             if _connection_lost(e):
                 self._drop_pool(pool)
             raise StoreUnavailable(f"cannot use PostgreSQL at {self.location} now: {type(e).__name__}") from None
+        finally:
+            if budget is not None:
+                budget.spend(time.monotonic() - t0)
+
+    def _read(self):
+        """A connection for a question's queries (searches, reads): bounded in time."""
+        return self._connection(bounded=True)
 
     def _configure(self, conn) -> None:
+        # What a question asks is cancelled by the server after the query timeout (writes and
+        # index builds lift it for their transaction).
+        conn.execute(f"SET statement_timeout = {int(self.query_timeout * 1000)}")
         _vector_adapters(conn)
         # A strictly ordered iterative scan: filtered-out rows make HNSW look further instead of
         # returning fewer than k rows (pgvector 0.8).
@@ -384,7 +515,7 @@ class PostgresStore:
         conn.execute("SET hnsw.iterative_scan = strict_order")
 
     def migrations(self) -> list[str]:
-        with self._connection() as conn:
+        with self._read() as conn:
             return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
 
     # -- writes -------------------------------------------------------------------------------
@@ -415,6 +546,7 @@ class PostgresStore:
             for ch, vec, feat in zip(chunks, vectors, features)
         ]
         with self._connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")
             if not self.durable_writes:
                 conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
@@ -426,7 +558,8 @@ class PostgresStore:
                     cur.executemany(self._UPSERT_CHUNK, rows)
 
     def delete_document(self, doc_id: str) -> bool:
-        with self._connection() as conn:
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")
             return conn.execute("DELETE FROM documents WHERE id = %s", (doc_id,)).rowcount > 0
 
     # -- reads --------------------------------------------------------------------------------
@@ -440,12 +573,17 @@ class PostgresStore:
                               metadata=dict(r[10] or {}))
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
-        with self._connection() as conn:
+        with self._read() as conn:
             r = conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
         return self._record(r) if r else None
 
     def list_documents(self) -> list[DocumentRecord]:
-        with self._connection() as conn:
+        # bounded for a question (the planner lists the library); an ingest or `status` on a large
+        # library may take longer
+        question = current_store_time() is not None
+        with self._connection(bounded=question) as conn, conn.transaction():
+            if not question:
+                conn.execute("SET LOCAL statement_timeout = 0")
             rows = conn.execute(f"SELECT {self._DOC_COLS} FROM documents ORDER BY id").fetchall()
         return [self._record(r) for r in rows]
 
@@ -477,7 +615,7 @@ class PostgresStore:
         where, params = self._filter_sql(filters)
         sql = ("SELECT id, 1 - (embedding <=> %b) FROM chunks" + (f" WHERE {where}" if where else "")
                + " ORDER BY embedding <=> %b LIMIT %s")
-        with self._connection() as conn:
+        with self._read() as conn:
             rows = conn.execute(sql, [q, *params, q, k]).fetchall()
         return [(cid, float(s)) for cid, s in rows]
 
@@ -488,7 +626,7 @@ class PostgresStore:
         if not terms:
             return []
         where, params = self._filter_sql(filters)
-        with self._connection() as conn:
+        with self._read() as conn:
             rare, common = self._plan(conn, terms)
             hits = self._ranked(conn, rare, where, params, k) if rare else []
             if len(hits) < k and common:
@@ -568,7 +706,7 @@ class PostgresStore:
     def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
         if not chunk_ids:
             return []
-        with self._connection() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 """SELECT c.id, c.doc_id, d.title, c.text, d.url, d.version, d.status, d.source_type, d.content_hash,
                    c.page, c.heading, c.features FROM chunks c JOIN documents d ON d.id = c.doc_id
@@ -583,7 +721,7 @@ class PostgresStore:
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         if not chunk_ids:
             return {}
-        with self._connection() as conn, conn.cursor(binary=True) as cur:
+        with self._read() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute("SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (list(chunk_ids),)).fetchall()
         return {cid: vec for cid, vec in rows}
 
@@ -599,7 +737,7 @@ class PostgresStore:
         return ExportedDocument(record=self._record(r), chunks=chunks, vectors=vectors, features=[x[5] for x in rows])
 
     def stats(self) -> StoreStats:
-        with self._connection() as conn:
+        with self._read() as conn:
             docs = conn.execute("SELECT count(*) FROM documents").fetchone()[0]
             chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
             by_status = {
@@ -612,7 +750,8 @@ class PostgresStore:
 
     def analyze(self) -> None:
         """Refresh the planner's statistics (autovacuum does it too; worth doing after a bulk load)."""
-        with self._connection() as conn:
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")
             conn.execute("ANALYZE documents")
             conn.execute("ANALYZE chunks")
         self._lexeme_freq = None
