@@ -78,13 +78,14 @@ def test_a_current_conflict_outweighs_weaker_evidence_from_another_passage():
 
     t = GateThresholds()
     passages = [("manual#3", "MANUAL", S(ev=0.2, con=0.85)), ("dryer#1", "DRYER", S(ev=0.56))]
-    gated, status = apply_gate(passages, t, 5)
+    gated, status = apply_gate(passages, t, 5, conflict_outweighs=True)
     assert status is Status.CONFLICT
     assert [(g.route, g.reason) for g in gated] == [(Route.CONFLICT, "contradicts_premise"),
                                                     (Route.EXCLUDED, REASON_OUTWEIGHED)]
-    gated, status = apply_gate([passages[0], ("manual#4", "MANUAL", S(ev=0.9))], t, 5)
+    gated, status = apply_gate([passages[0], ("manual#4", "MANUAL", S(ev=0.9))], t, 5, conflict_outweighs=True)
     assert status is Status.ANSWER
-    gated, status = apply_gate(passages, t, 5, current=[False, True])
+    gated, status = apply_gate(passages, t, 5, current=[False, True], conflict_outweighs=True)
     assert status is Status.ANSWER
-    gated, status = apply_gate(passages, t, 5, conflict_outweighs=False)
+    # off by default (GATE_CONFLICT_OUTWEIGHS): the answer stands beside the conflict
+    gated, status = apply_gate(passages, t, 5)
     assert status is Status.ANSWER

@@ -318,9 +318,15 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
     return X, y, src
 
 
-# inverse regularisation of the n-gram stage (4.0 before; 1.0 leans less on single tokens such as
-# "password", which the public injection strings ask for and ordinary security text states)
-NGRAM_C = 1.0
+# the share of a library's passages that the calibration takes to carry an AI-addressed text (measured:
+# at 0.4, the share the calibration set holds, ordinary passages of the measured genres scored above 0.7 at
+# 1.8 % and three real dev passages about passwords did; at 0.2, 0.65 % and none, with 85 % of planted
+# passages still above 0.7)
+PLANTED_SHARE = 0.2
+
+# inverse regularisation of the n-gram stage (1.0 measured: more ordinary passages above 0.7, 2.1 % against
+# 1.8 %, and the same real passages about passwords)
+NGRAM_C = 4.0
 
 
 def cal_doc(doc: str) -> bool:
@@ -366,12 +372,17 @@ class Reader:
     def passage_logits(self, texts: list[str]) -> np.ndarray:
         return np.asarray([float(np.max(self.sentence_logits(injection_sentences(t) or [t]))) for t in texts])
 
-    def calibrate(self, texts: list[str], y: list[int]):
-        """Platt scaling of the passage's maximum logit: one smooth probability, no plateaus."""
+    def calibrate(self, texts: list[str], y: list[int], planted_share: float = PLANTED_SHARE):
+        """Platt scaling of the passage's maximum logit: one smooth probability, no plateaus. The planted
+        passages are weighed as `planted_share` of the library (the calibration set holds more of them
+        than a library does: without the weights, 0.7 would be read at a planted share near 40 %)."""
         from sklearn.linear_model import LogisticRegression
 
         z = self.passage_logits(texts)[:, None]
-        lr = LogisticRegression(C=100.0).fit(z, np.asarray(y))
+        yy = np.asarray(y)
+        n1, n0 = int(yy.sum()), int(len(yy) - yy.sum())
+        w = np.where(yy == 1, planted_share / max(1, n1), (1 - planted_share) / max(1, n0)) * len(yy)
+        lr = LogisticRegression(C=100.0).fit(z, yy, sample_weight=w)
         self.platt = (float(lr.coef_[0, 0]), float(lr.intercept_[0]))
         return self
 
@@ -440,7 +451,7 @@ def main(argv=None) -> int:
     ap.add_argument("--logo", action="store_true",
                     help="also the leave-one-genre-out figures: per genre, a reader fitted without it (~1 min a genre)")
     ap.add_argument("--only-genre", help="with --logo: that genre only")
-    ap.add_argument("--max-public-chars", type=int, default=0,
+    ap.add_argument("--max-public-chars", type=int, default=300,
                     help="leave out public injection strings longer than this (0: keep all)")
     args = ap.parse_args(argv)
     t0 = time.time()

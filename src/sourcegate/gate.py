@@ -287,7 +287,7 @@ def apply_gate(
     passages: list[tuple[str, str, PassageScores | None]], t: GateThresholds, evidence_limit: int,
     subject_named: list[bool] | None = None, tiers: list[int] | None = None,
     values: list[list[str] | None] | None = None, current: list[bool] | None = None,
-    document_injection: list[float | None] | None = None, conflict_outweighs: bool = True,
+    document_injection: list[float | None] | None = None, conflict_outweighs: bool = False,
 ) -> tuple[list[GatedPassage], Status]:
     """Route every (id, doc_id, scores) passage, apply the trust tiers, keep at most `evidence_limit`
     evidence passages (the most trusted and strongest, spread over documents), and decide the status.

@@ -48,8 +48,9 @@ class Settings(BaseSettings):
     gate_contradicts_min: float = Field(0.7, validation_alias=_env("GATE_CONTRADICTS_MIN"))
     gate_relevant_min: float = Field(0.45, validation_alias=_env("GATE_RELEVANT_MIN"))
     gate_evidence_min: float = Field(0.55, validation_alias=_env("GATE_EVIDENCE_MIN"))
-    # evidence weaker than a current passage's contradiction of the premise is set aside (gate.apply_gate)
-    gate_conflict_outweighs: bool = Field(True, validation_alias=_env("GATE_CONFLICT_OUTWEIGHS"))
+    # evidence weaker than a current passage's contradiction of the premise is set aside (gate.apply_gate);
+    # off by default: measured on ../shared/data/real/dev it broke three answers for one false premise caught
+    gate_conflict_outweighs: bool = Field(False, validation_alias=_env("GATE_CONFLICT_OUTWEIGHS"))
     gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
     # Trust tiers by source_type ("procedure=3, forum=1, *=2"; gate.DEFAULT_TRUST_TIERS): a passage of a
     # lower tier never outweighs a current higher-tier one that contradicts it (docs/how-it-works.md, "Trust tiers").

@@ -104,17 +104,22 @@ class Replayer:
     def _vectorise(self) -> None:
         """Flat arrays over every candidate of every case, for `score()`: the search evaluates
         thousands of settings and the per-passage Python path would dominate."""
-        rows, case_idx, forbidden, expected_doc = [], [], [], []
+        rows, case_idx, forbidden, expected_doc, docs = [], [], [], [], {}
+        doc_idx = []
         for i, (r, ps) in enumerate(zip(self.results, self._passages)):
             forb, exp = set(r.case.forbidden_sources), set(r.case.expected_sources)
             for _, doc, sc in ps:
                 rows.append([np.nan] * 5 if sc is None else [getattr(sc, q) for q in _ORDER])
                 case_idx.append(i)
+                doc_idx.append(docs.setdefault((i, doc), len(docs)))
                 forbidden.append(doc in forb)
                 expected_doc.append(doc in exp)
         self._s = np.asarray(rows, dtype=float).reshape(-1, 5)
         self._valid = ~np.isnan(self._s).any(axis=1)
         self._case = np.asarray(case_idx, dtype=np.int64)
+        # a document of a case: one of its passages excluded as an injection sets the others aside too
+        self._doc = np.asarray(doc_idx, dtype=np.int64)
+        self._n_docs = len(docs)
         self._forbidden = np.asarray(forbidden, dtype=bool)
         self._expected_doc = np.asarray(expected_doc, dtype=bool)
         n = len(self.results)
@@ -147,6 +152,7 @@ class Replayer:
         s, v = self._s, self._valid
         with np.errstate(invalid="ignore"):
             inj = s[:, 3] > t.injection_max
+            inj = inj | (np.bincount(self._doc, weights=inj, minlength=self._n_docs) > 0)[self._doc]
             sup = ~inj & (s[:, 4] > t.superseded_max)
             con = v & ~inj & ~sup & (s[:, 2] > t.contradicts_min)
             rest = v & ~inj & ~sup & ~con & ~(s[:, 0] < t.relevant_min)

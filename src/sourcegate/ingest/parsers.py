@@ -570,8 +570,11 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
                 ok = 0
             if not ok:
                 raise IngestError("encrypted PDF (a password is required); decrypt it first")
-        page_texts = [_visible_page_text(p, reader) for p in reader.pages]
-        ruled = [n for n, p in enumerate(reader.pages) if _draws_lines(p)]
+        read = [_visible_page_text(p, reader) for p in reader.pages]
+        page_texts = [t for t, _ in read]
+        # a page that hides text keeps its text layer as read without it: the table extractor would
+        # read the hidden text again
+        ruled = [n for n, p in enumerate(reader.pages) if not read[n][1] and _draws_lines(p)]
         info: dict = {}
         try:
             info = {str(k).lstrip("/"): v for k, v in (reader.metadata or {}).items()}
@@ -626,18 +629,12 @@ PDF_TABLE_BUDGET_S = 20.0
 _DRAWS_LINES = re.compile(rb"(?:-?[\d.]+\s+){3}-?[\d.]+\s+re\b|(?:-?[\d.]+\s+)-?[\d.]+\s+l\b")
 
 
-# Text drawn invisibly (render mode 3 or 7) or in white: such a page keeps its text layer as
-# `_visible_page_text` reads it, since the table extractor would read the hidden text again.
-_HIDES_TEXT = re.compile(rb"\b[37]\s+Tr\b|(?:^|\s)1(?:\.0*)?\s+g\b|(?:^|\s)(?:1(?:\.0*)?\s+){3}rg\b")
-
-
 def _draws_lines(page) -> bool:
     try:
         contents = page.get_contents()
         if contents is None:
             return False
-        data = contents.get_data()
-        return bool(_DRAWS_LINES.search(data)) and not _HIDES_TEXT.search(data)
+        return bool(_DRAWS_LINES.search(contents.get_data()))
     except Exception:
         return False
 
@@ -731,28 +728,30 @@ def _invisible_text_ops(operations) -> tuple[list, int, int]:
     return kept, visible, invisible
 
 
-def _visible_page_text(page, reader) -> str:
-    """The page's text without what it draws invisibly (see _MAY_HIDE)."""
+def _visible_page_text(page, reader) -> tuple[str, bool]:
+    """The page's text without what it draws invisibly (see _MAY_HIDE), and whether it drew any."""
     from pypdf.generic import ContentStream, NameObject, NumberObject
 
     contents = page.get_contents()
     if contents is None:
-        return page.extract_text() or ""
+        return page.extract_text() or "", False
     try:
         if _MAY_HIDE.search(contents.get_data()) is None:
-            return page.extract_text() or ""
+            return page.extract_text() or "", False
         stream = ContentStream(contents, reader)
         kept, visible, invisible = _invisible_text_ops(stream.operations)
     except Exception:  # a stream pypdf cannot take apart: its own extraction decides
-        return page.extract_text() or ""
+        return page.extract_text() or "", False
     if not invisible:
-        return page.extract_text() or ""
+        return page.extract_text() or "", False
+    plain = page.extract_text() or ""
     if not visible:  # only invisible text: an OCR layer is kept (read as drawn), white text is not
         kept, _, _ = _invisible_text_ops([([NumberObject(0)], b"Tr") if op == b"Tr" and o and str(o[0]) in ("3", "7")
                                           else (o, op) for o, op in stream.operations])
     stream.operations = kept
     page[NameObject("/Contents")] = stream  # in memory only: the file is not written
-    return page.extract_text() or ""
+    seen = page.extract_text() or ""
+    return seen, seen != plain
 
 
 def _text_of(value) -> str | None:
