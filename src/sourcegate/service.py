@@ -474,7 +474,7 @@ class SourceGate:
                                    self.thresholds, limit, subject_named=named,
                                    tiers=[c.tier for c in candidates], values=[c.values for c in candidates],
                                    current=[c.status != "archived" for c in candidates],
-                                   document_injection=[injection_of_document(c) for c in candidates],
+                                   document_injection=self._document_injection(candidates),
                                    conflict_outweighs=self.settings.gate_conflict_outweighs)
         final = [(c, j, g.route, g.reason) for c, j, g in zip(candidates, judgement.results, gated)]
         for c, g in zip(candidates, gated):
@@ -483,6 +483,14 @@ class SourceGate:
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
                         t1 - t0, t2 - t1, t3 - t2)
+
+    def _document_injection(self, candidates: list[Candidate]) -> list[float | None] | None:
+        """Each candidate's document's highest injection probability as ingest read it: the local judge's
+        own reading, so it counts only beside the local judge (another judge's injection scores decide
+        for the passages it judged)."""
+        if getattr(self.judge, "name", None) != "local":
+            return None
+        return [injection_of_document(c) for c in candidates]
 
     def _bridge(self, query: str) -> BridgedQuery:
         if not self.settings.crosslingual:
@@ -497,6 +505,7 @@ class SourceGate:
                       written: WrittenAnswer, filters: SearchFilters | None = None) -> dict[str, Any]:
         multi = len(runs) > 1
         judgement = runs[0].judgement
+        local_judge = getattr(self.judge, "name", None) == "local"  # `document_injection` is its reading
         record: dict[str, Any] = {
             "audit_id": result.audit_id,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -524,7 +533,8 @@ class SourceGate:
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,
                  "route": rt.value, "reason": reason,
-                 **({"document_injection": injection_of_document(c)} if injection_of_document(c) is not None else {}),
+                 **({"document_injection": injection_of_document(c)}
+                    if local_judge and injection_of_document(c) is not None else {}),
                  **({"why": c.gate_why} if c.gate_why else {}),
                  **({"part": n} if multi else {}),
                  **({"subject_named": r.named[i]} if multi and r.named is not None else {})}

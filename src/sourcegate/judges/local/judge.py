@@ -68,7 +68,7 @@ def _passage_scores(w: Weights, text: str, title: str, embedder=None) -> dict:
     out = {
         "v": FEATURES_VERSION,
         "w": w.version,
-        "inj": round(p_inj, 5),
+        "inj": round(p_inj, 6),
         "sup": round(p_sup, 5),
     }
     if logits.size:

@@ -215,7 +215,7 @@ class InjectionReader:
         """The passage's probability from its maximum unit logit: Platt scaling, fitted on held-out
         documents clean and planted (one smooth reading, no steps)."""
         a, b = self.platt
-        return float(np.clip(1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, a * logit + b)))), 0.001, 0.999))
+        return 1.0 / (1.0 + math.exp(-max(-40.0, min(40.0, a * logit + b))))
 
 
 _lock = threading.Lock()
