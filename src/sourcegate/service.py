@@ -488,9 +488,16 @@ class SourceGate:
         """Each candidate's document's highest injection probability as ingest read it: the local judge's
         own reading, so it counts only beside the local judge (another judge's injection scores decide
         for the passages it judged)."""
-        if getattr(self.judge, "name", None) != "local":
+        if not self._judge_is_local():
             return None
         return [injection_of_document(c) for c in candidates]
+
+    def _judge_is_local(self) -> bool:
+        """Whether the local judge answers (read without building a judge: one that fails to build is
+        met, and reported, where it judges)."""
+        if self._judge is not None:
+            return getattr(self._judge, "name", None) == "local"
+        return self.settings.judge == "local"
 
     def _bridge(self, query: str) -> BridgedQuery:
         if not self.settings.crosslingual:
@@ -505,7 +512,7 @@ class SourceGate:
                       written: WrittenAnswer, filters: SearchFilters | None = None) -> dict[str, Any]:
         multi = len(runs) > 1
         judgement = runs[0].judgement
-        local_judge = getattr(self.judge, "name", None) == "local"  # `document_injection` is its reading
+        local_judge = self._judge_is_local()  # `document_injection` is its reading
         record: dict[str, Any] = {
             "audit_id": result.audit_id,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
