@@ -25,6 +25,9 @@ INJ_CHAR = dict(analyzer="char_wb", ngram_range=(3, 5), n_features=1 << 17, alte
 INJ_WORD = dict(analyzer="word", ngram_range=(1, 2), n_features=1 << 16, alternate_sign=False, norm="l2",
                 token_pattern=r"(?u)\b\w+\b")
 
+# The passage model of the injection question (`inj`, `inj_sem`, `inj_one` heads of local_judge.json, and
+# `injection_raw`, `injection_offtopic` below) is fitted by training/local_judge.py but no longer read by the
+# judge: since 2026-12-05 the clause reader (`InjectionReader`) answers alone (bench/README.md).
 INJ_FEATURES = ("s_max", "s_2nd", "s_mean_top3", "strong_n", "strong_max_sent", "weak_max_sent", "strong_at_max",
                 "n_sent", "top_rest_lex")
 # the second stage adds how far, in meaning, the most suspicious sentence is from the rest of the passage
@@ -144,9 +147,10 @@ def sentence_logits(sentences, vecs, wc, ww, b) -> np.ndarray:
 
 
 INJ_SENT_FILE = "injection_sentences"
-# the sentences of a passage read with their embedding too: the most suspicious ones by n-grams and cues
-# (ingest embeds no more than these; 1 since 2026-12-03: the same figures as 3 on held-out real passages
-# with `bench/bench_real.py --injection`, ingest faster; training/injection.py fits with the same number)
+# the units of a passage read with their embedding too: the most suspicious ones by n-grams and cues
+# (ingest embeds no more than these; 2 since 2026-12-05, when the clause reader replaced the passage model
+# and its second stage: ingest as fast as before, bench/README.md; training/injection.py fits with the
+# same number)
 EMBED_TOP_K = 2
 
 
