@@ -16,11 +16,12 @@ probabilities, the question's type, whether the languages differ) and the reader
 span margin and form, yes / no / open, NLI), `sourcegate.judges.local.reader_stage.stack_features`.
 
 Heads: logistic regressions on standardised inputs (`--hidden N` adds a hidden layer; measured, not
-better), fitted on the pairs as they come (no class weights): the output is a calibrated probability of
-the candidate population, with no isotonic steps and no plateaus, and the gate's thresholds apply to it as
-they are.
+better), continuing from the earlier heads (their logit is an input), with no isotonic steps and no
+plateaus. `--positive-weight W` weighs the evidence heads' positive pairs: at 1 the output is calibrated
+to the candidate population (expected calibration error 0.008) and the gate at 0.55 answers little; more
+trades safety for answers. Measured and not shipped: see `training/reader/README.md`.
 
-    python -m training.real_heads --collect              # pairs and features -> .cache/real_heads/pairs.jsonl (~10 min)
+    python -m training.real_heads --collect              # pairs and features -> .cache/real_heads/pairs.jsonl (~30 min on 2 busy cores)
     python -m training.real_heads --loso DIR             # per source S: heads fitted without S -> DIR/S/ (a weights folder)
     python -m training.real_heads --ship                 # heads fitted on all seven sources -> src/sourcegate/judges/weights/
 """
