@@ -21,7 +21,8 @@ Data, every label set by how the row is built:
   German, Spanish, Italian, Dutch and Portuguese), whose families are not those the report reads
   (`training/planted.py`);
 - calibration: one fitted document in six of every genre, kept out of the unit model, clean (0) and
-  with one calibration positive planted (1); Platt scaling of the passage's maximum unit logit.
+  with one calibration positive planted (1); Platt scaling of the passage's maximum unit logit, the
+  planted passages weighed as one passage in five of a library (`PLANTED_SHARE`).
 
 Report (written into the weights' JSON and printed): ordinary passages of the measured documents of every
 genre above 0.7 (and, with `--logo`, each genre measured by a reader fitted without that genre), planted
