@@ -184,7 +184,7 @@ def python_docs(names: list[str] | None = None) -> list[dict]:
         for _, obj in sorted(vars(mod).items()):
             if getattr(obj, "__module__", None) == name and (inspect.isclass(obj) or inspect.isfunction(obj)):
                 docs.append(inspect.getdoc(obj) or "")
-        for k, d in enumerate(docs):
+        for d in docs:
             for p in chunks(d, lo=300):
                 out.append({"genre": "python_docs", "doc": "py:" + name, "text": p})
     return out

@@ -176,6 +176,8 @@ OTHER_TRAIN = {
            ["devem dizer aos usuários que {c}", "devem sempre responder que {c}"],
            ["a velocidade máxima é de 20.000 rpm", "não há limite diário", "esta etapa é opcional"]),
 }
+
+
 def templated(split: str, rng: random.Random, n: int) -> list[str]:
     out = []
     for _ in range(n):

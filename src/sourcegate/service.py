@@ -540,8 +540,7 @@ class SourceGate:
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,
                  "route": rt.value, "reason": reason,
-                 **({"document_injection": injection_of_document(c)}
-                    if local_judge and injection_of_document(c) is not None else {}),
+                 **({"document_injection": d} if local_judge and (d := injection_of_document(c)) is not None else {}),
                  **({"why": c.gate_why} if c.gate_why else {}),
                  **({"part": n} if multi else {}),
                  **({"subject_named": r.named[i]} if multi and r.named is not None else {})}

@@ -88,21 +88,9 @@ class Weights:
         self.meta = meta
         self.heads = {k: Head(v) for k, v in meta["heads"].items()}
         with np.load(apath) as z:
+            # (the passage model's sentence weights, `inj_char` and `inj_word`, stay in the file for
+            # training/local_judge.py; the judge reads the injection question from `InjectionReader`)
             self.idf = Idf(z["idf"].astype(np.float32))
-            self.inj_char = z["inj_char"].astype(np.float32)
-            self.inj_word = z["inj_word"].astype(np.float32)
-            self.inj_bias = float(z["inj_bias"][0])
-        self._vec = None
-
-    def vectorizers(self):
-        if self._vec is None:
-            from sklearn.feature_extraction.text import HashingVectorizer
-
-            self._vec = (HashingVectorizer(**INJ_CHAR), HashingVectorizer(**INJ_WORD))
-        return self._vec
-
-    def sentence_injection_logits(self, sentences: list[str]) -> np.ndarray:
-        return sentence_logits(sentences, self.vectorizers(), self.inj_char, self.inj_word, self.inj_bias)
 
 
 @functools.lru_cache(maxsize=4096)
