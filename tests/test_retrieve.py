@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from sourcegate.crosslingual import Glossary, bridge, detect_language, load_glossary
-from sourcegate.retrieve import RetrievalSettings, Retriever, fuse, is_multi_document, lexical_overlap, query_terms
-from sourcegate.store import open_store
+import json
+
+from sourcegate.retrieve import (RetrievalSettings, Retriever, fuse, is_multi_document, lexical_overlap, named_versions,
+                                 query_terms)
+from sourcegate.store import SearchFilters, open_store
 
 S = RetrievalSettings()
 
@@ -12,13 +15,74 @@ S = RetrievalSettings()
 def test_fuse_weights_and_floor():
     dense = {"a": 0.80, "b": 0.70, "c": 0.05, "d": 0.05}
     overlap = {"a": 0.0, "b": 1.0, "c": 0.6, "d": 0.1}
-    ranked = fuse(dense, overlap, lexical_ranked={"c", "d"}, s=S)
+    ranked = fuse(dense, overlap, {"c": 4.0, "d": 8.0}, s=S)
     ids = [cid for cid, _ in ranked]
-    # b: 0.85*0.7 + 0.15*1 = 0.745 beats a: 0.68; c survives the floor through BM25 + overlap; d does not.
+    # b: 0.85*0.7 + 0.15*1 = 0.745 beats a: 0.68; c survives the floor through BM25 + overlap
+    # (0.85*0.05 + 0.15*0.6 + 0.17*4/8 = 0.2175); d, the best BM25 hit, shares too few terms.
     assert ids == ["b", "a", "c"]
     assert abs(dict(ranked)["b"] - 0.745) < 1e-9
-    only_dense = fuse(dense, overlap, set(), RetrievalSettings(dense_weight=1.0, lexical_weight=0.0))
+    assert abs(dict(ranked)["c"] - 0.2175) < 1e-9
+    only_dense = fuse(dense, overlap, set(), RetrievalSettings(dense_weight=1.0, lexical_weight=0.0, bm25_weight=0.0))
     assert [cid for cid, _ in only_dense] == ["a", "b"]
+
+
+def test_the_bm25_score_lifts_the_passage_that_holds_the_rare_terms():
+    # a and b are as close by meaning and share as many of the question's words; BM25 ranks b far
+    # above a (b holds the rare ones): b goes first, and without the BM25 weight a would.
+    dense, overlap = {"a": 0.62, "b": 0.60}, {"a": 0.5, "b": 0.5}
+    assert [c for c, _ in fuse(dense, overlap, {"a": 1.0, "b": 9.0}, S)] == ["b", "a"]
+    assert [c for c, _ in fuse(dense, overlap, {"a": 1.0, "b": 9.0}, RetrievalSettings(bm25_weight=0.0))] == ["a", "b"]
+
+
+def test_named_versions():
+    versions = {"1.0", "2.1", "13", "30", "7.0.1"}
+    assert named_versions("Under guardrails v1.0, which controls applied?", versions) == ["1.0"]
+    assert named_versions("In version 1.0 of the guidance, who signs off?", versions) == ["1.0"]
+    assert named_versions("Vitam 2.1 : quel fichier modifier ?", versions) == ["2.1"]
+    assert named_versions("Dans PostgreSQL 13, que vaut le paramètre ?", versions) == ["13"]
+    assert named_versions("Upgrading from 7.0.1: what changes?", versions) == ["7.0.1"]
+    # a whole number that is a count, not a version; versions of other numbers; numbers inside others
+    assert named_versions("Prometheus keeps 30 days of metrics: how do I keep 13?", versions) == []
+    assert named_versions("What changed in 12.1 and 2.10?", versions) == []
+    assert named_versions("In version 1.0 ...", set()) == []
+
+
+def _versioned_library(tmp_path, embedder):
+    export = [
+        {"id": "GUARD-03-v1", "title": "Guardrail 3: cloud console access", "version": "1.0", "status": "archived",
+         "text": "Cloud console access. Implement a process for the privileged access review; the departmental "
+                 "CIO must approve the process for performing the review every quarter."},
+        {"id": "GUARD-03-v2", "title": "Guardrail 3: secure endpoints", "version": "2.0", "status": "current",
+         "text": "Secure endpoints. Implement increased levels of protection for management interfaces; "
+                 "administrators connect from managed devices only."},
+        {"id": "GUARD-01-v2", "title": "Guardrail 1: protect user accounts", "version": "2.0", "status": "current",
+         "text": "Protect user accounts and identities with multi-factor authentication for every privileged account."},
+        {"id": "NOTES", "title": "Release notes", "status": "current",
+         "text": "Version 2.0 of the guardrails replaced version 1.0 in 2023; the numbering of several guardrails changed."},
+    ]
+    src = tmp_path / "guardrails.json"
+    src.write_text(json.dumps(export))
+    from sourcegate.ingest.pipeline import Ingestor
+
+    store = open_store(tmp_path / "index.db", embedder.id, embedder.dim)
+    assert not Ingestor(store, embedder, workers=1).ingest([src]).failed
+    return store
+
+
+def test_a_question_naming_an_archived_version_reads_that_version(tmp_path, embedder):
+    store = _versioned_library(tmp_path, embedder)
+    r = Retriever(store, embedder, S)
+    assert r.archived_versions() == {"1.0"}
+    named = {c.doc_id: c for c in r.retrieve("Under guardrails v1.0, who had to approve the console access review?")[0]}
+    assert "GUARD-03-v1" in named and named["GUARD-03-v1"].status == "archived"
+    # the same question without the version, or with filters of its own, keeps archived revisions out
+    assert "GUARD-03-v1" not in {c.doc_id for c in r.retrieve("Who had to approve the console access review?")[0]}
+    own = r.retrieve("Under guardrails v1.0, who had to approve the console access review?",
+                     filters=SearchFilters(doc_id_prefix="GUARD"))[0]
+    assert own and "GUARD-03-v1" not in {c.doc_id for c in own}
+    off = Retriever(store, embedder, RetrievalSettings(named_versions=False))
+    assert "GUARD-03-v1" not in {c.doc_id for c in off.retrieve("Under guardrails v1.0, who approves the review?")[0]}
+    store.close()
 
 
 def test_query_terms_and_overlap():

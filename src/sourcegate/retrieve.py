@@ -1,14 +1,20 @@
 """Hybrid retrieval: a dense pool plus BM25 candidates (so exact identifiers such as "P-200" or
-"E-47" are found), a minimum score, then a light rerank mixing dense similarity and lexical overlap.
+"E-47" are found), a minimum score, then a light rerank mixing dense similarity, the BM25 score
+(relative to the best lexical hit) and lexical overlap.
 
-`fuse()` and `diversify()` are pure; `Retriever` does the I/O.
+A question that names a version of the library held only by archived documents ("in version 1.0",
+"Vitam 2.1") also searches the documents of that version: archived revisions stay out of every
+other question (the first layer against stale evidence), but a question about that revision reads it.
+
+`fuse()` and `named_versions()` are pure; `Retriever` does the I/O.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,16 +31,19 @@ class RetrievalSettings:
     lexical_pool: int = 15
     min_score: float = 0.1
     dense_weight: float = 0.85
-    lexical_weight: float = 0.15
+    lexical_weight: float = 0.15  # share of the query's terms the passage holds
+    bm25_weight: float = 0.17  # the passage's BM25 score over the best lexical hit's
     candidates: int = 12
     include_archived: bool = False
+    named_versions: bool = True  # a question naming an archived version reads that version
 
     @classmethod
     def from_settings(cls, s) -> "RetrievalSettings":
         return cls(dense_pool=s.retrieve_dense_pool, lexical_pool=s.retrieve_lexical_pool,
                    min_score=s.retrieve_min_score, dense_weight=s.retrieve_dense_weight,
-                   lexical_weight=s.retrieve_lexical_weight, candidates=s.gate_candidates,
-                   include_archived=s.retrieve_include_archived)
+                   lexical_weight=s.retrieve_lexical_weight, bm25_weight=s.retrieve_bm25_weight,
+                   candidates=s.gate_candidates, include_archived=s.retrieve_include_archived,
+                   named_versions=s.retrieve_named_versions)
 
 
 def query_terms(text: str) -> list[str]:
@@ -61,17 +70,46 @@ def lexical_overlap(terms: list[str], text: str) -> float:
     return hits / len(terms)
 
 
-def fuse(dense: dict[str, float], overlap: dict[str, float], lexical_ranked: set[str], s: RetrievalSettings) -> list[tuple[str, float]]:
-    """Rerank candidates: weights on dense similarity and lexical overlap. A candidate under the
-    minimum dense score survives only if BM25 found it and it shares at least half the terms."""
+def fuse(dense: dict[str, float], overlap: dict[str, float], lexical: dict[str, float] | set[str],
+         s: RetrievalSettings) -> list[tuple[str, float]]:
+    """Rerank candidates: weights on dense similarity, lexical overlap and the BM25 score relative to
+    the best lexical hit (`lexical`: BM25 scores, higher is better; a set counts every hit as the best).
+    A candidate under the minimum dense score survives only if BM25 found it and it
+    shares at least half the terms."""
+    bm25 = lexical if isinstance(lexical, dict) else dict.fromkeys(lexical, 1.0)
+    top = max((v for v in bm25.values() if v > 0), default=0.0)
     scored = []
     for cid, d in dense.items():
         o = overlap.get(cid, 0.0)
-        if d < s.min_score and not (cid in lexical_ranked and o >= 0.5):
+        if d < s.min_score and not (cid in bm25 and o >= 0.5):
             continue
-        scored.append((cid, s.dense_weight * d + s.lexical_weight * o))
+        b = max(0.0, bm25.get(cid, 0.0)) / top if top > 0 else 0.0
+        scored.append((cid, s.dense_weight * d + s.lexical_weight * o + s.bm25_weight * b))
     scored.sort(key=lambda x: (-x[1], x[0]))
     return scored
+
+
+_VERSION_WORD = re.compile(r"(?i)\b(?:version|versions|release|releases|révision|revision|v)\s*$")
+_VERSION_TOKEN = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)*)(?![\w]|\.\d)")
+
+
+def named_versions(query: str, versions: set[str]) -> list[str]:
+    """The library's versions that the question names: "1.0", "v1.0", "version 13", "PostgreSQL 16",
+    "Vitam 2.1". A dotted number is a version wherever it stands; a whole number only right after a
+    version word or a product's capitalised name (so "keep 30 days" names no version 30)."""
+    if not versions:
+        return []
+    out = []
+    for m in _VERSION_TOKEN.finditer(query):
+        v = m.group(1)
+        if v not in versions:
+            continue
+        before = query[: m.start()]
+        word = re.search(r"(\S+)\s*$", before)
+        if ("." in v or m.group(0).lower().startswith("v") or _VERSION_WORD.search(before)
+                or (word is not None and word.group(1)[:1].isupper() and word.group(1).isalpha())):
+            out.append(v)
+    return list(dict.fromkeys(out))
 
 
 _MULTI = re.compile(
@@ -86,11 +124,34 @@ def is_multi_document(query: str) -> bool:
     return bool(_MULTI.search(query)) or len(set(_IDENT.findall(query))) > 1
 
 
+VERSIONS_TTL_S = 60.0
+
+
 class Retriever:
     def __init__(self, store: Store, embedder: Embedder, settings: RetrievalSettings = RetrievalSettings()):
         self.store = store
         self.embedder = embedder
         self.settings = settings
+        self._versions: tuple[float, set[str]] | None = None
+        self._versions_lock = threading.Lock()
+
+    def archived_versions(self) -> set[str]:
+        """Versions that only archived documents of the library carry (read again after a minute)."""
+        now = time.monotonic()
+        with self._versions_lock:
+            if self._versions is None or now - self._versions[0] > VERSIONS_TTL_S:
+                docs = self.store.list_documents()
+                live = {d.version for d in docs if d.version and d.status != "archived"}
+                self._versions = (now, {d.version for d in docs if d.version and d.status == "archived"} - live)
+            return self._versions[1]
+
+    def _version_filters(self, query: str, filters: SearchFilters) -> list[SearchFilters]:
+        """Extra searches for the archived versions the question names, under the request's default
+        filters only (a request that filters on its own says what it wants to read)."""
+        s = self.settings
+        if not s.named_versions or s.include_archived or filters != SearchFilters():
+            return []
+        return [replace(filters, exclude_status=(), version=v) for v in named_versions(query, self.archived_versions())]
 
     def retrieve(self, query: str, filters: SearchFilters | None = None,
                  bridged: str | None = None) -> tuple[list[Candidate], dict[str, float]]:
@@ -99,6 +160,7 @@ class Retriever:
         s = self.settings
         if filters is None:
             filters = SearchFilters(exclude_status=() if s.include_archived else ("archived",))
+        extra = self._version_filters(query, filters)
         t0 = time.perf_counter()
         texts = [query] + ([bridged] if bridged and bridged != query else [])
         vecs = self.embedder.embed(texts)
@@ -111,16 +173,20 @@ class Retriever:
             # A search service that fuses text and vectors itself (Azure AI Search, with its
             # semantic ranker where enabled) returns one pool in one request; it then goes through
             # the same rerank, with similarities from the stored vectors.
-            hits = hybrid(lexical_text, list(vecs), s.dense_pool + s.lexical_pool, s.dense_pool, filters)
             dense = {}
-            lexical = [(h.id, h.score) for h in hits]
-            reranker = {h.id: h.reranker_score for h in hits if h.reranker_score is not None}
+            lexical = []
+            for f in (filters, *extra):
+                hits = hybrid(lexical_text, list(vecs), s.dense_pool + s.lexical_pool, s.dense_pool, f)
+                lexical.extend((h.id, h.score) for h in hits)
+                reranker.update({h.id: h.reranker_score for h in hits if h.reranker_score is not None})
         else:
-            dense = dict(self.store.dense_search(qv, s.dense_pool, filters))
-            if len(vecs) > 1:
-                for cid, sim in self.store.dense_search(vecs[1], s.dense_pool, filters):
-                    dense[cid] = max(sim, dense.get(cid, -1.0))
-            lexical = self.store.lexical_search(lexical_text, s.lexical_pool, filters)
+            dense = {}
+            lexical = []
+            for f in (filters, *extra):
+                for v in vecs:
+                    for cid, sim in self.store.dense_search(v, s.dense_pool, f):
+                        dense[cid] = max(sim, dense.get(cid, -1.0))
+                lexical.extend(self.store.lexical_search(lexical_text, s.lexical_pool, f))
         t2 = time.perf_counter()
         ids = list(dict.fromkeys([*dense.keys(), *(cid for cid, _ in lexical)]))
         # One fetch serves both: the similarity of BM25-only hits and the vectors handed to the judge.
@@ -131,8 +197,10 @@ class Retriever:
         candidates = {c.id: c for c in self.store.get_chunks(ids)}
         terms = query_terms(lexical_text)
         overlap = {cid: lexical_overlap(terms, f"{c.title}\n{c.text}") for cid, c in candidates.items()}
-        lex_scores = dict(lexical)
-        ranked = fuse({k: v for k, v in dense.items() if k in candidates}, overlap, set(lex_scores), s)[: s.candidates]
+        lex_scores: dict[str, float] = {}
+        for cid, sc in lexical:
+            lex_scores[cid] = max(sc, lex_scores.get(cid, sc))
+        ranked = fuse({k: v for k, v in dense.items() if k in candidates}, overlap, lex_scores, s)[: s.candidates]
         out = []
         for cid, score in ranked:
             c = candidates[cid]

@@ -527,7 +527,8 @@ class SourceGate:
             "retrieval": {
                 "store": type(self.store).__name__, "embedder": self.embedder.id,
                 **{k: getattr(self.retrieval, k) for k in ("dense_pool", "lexical_pool", "min_score", "dense_weight",
-                                                            "lexical_weight", "candidates", "include_archived")},
+                                                            "lexical_weight", "bm25_weight", "candidates", "include_archived",
+                                                            "named_versions")},
                 "filters": described(filters),
                 "evidence_max_single": self.settings.evidence_max_single,
                 "evidence_max_multi": self.settings.evidence_max_multi,
