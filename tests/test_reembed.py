@@ -385,3 +385,19 @@ def test_hashing_embedders_name_their_dimension():
     assert get_embedder("hashing-trigram-256").dim == 256
     with pytest.raises(ValueError):
         get_embedder("hashing-2")
+
+
+def test_cli_a_failing_reembed_says_the_index_is_unchanged(library, sourcegate_home, monkeypatch):
+    monkeypatch.setenv("SOURCEGATE_EMBEDDER", "hashing")
+    assert run("ingest", str(library)).exit_code == 0
+    monkeypatch.setenv("SOURCEGATE_EMBEDDER", "hashing-256")
+    with monkeypatch.context() as m:
+        m.setattr(HashingEmbedder, "embed", lambda self, texts: (_ for _ in ()).throw(MemoryError("out of memory")))
+        r = run("ingest", str(library))
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert "re-embedding with hashing-trigram-256 failed (MemoryError: out of memory)" in r.output
+    assert "still holds hashing-trigram-384 (384-d) vectors" in r.output
+    assert f"`sourcegate --home {sourcegate_home} ingest` again" in r.output
+    monkeypatch.setenv("SOURCEGATE_EMBEDDER", "hashing")
+    r = run("ask", "How often are the pump bearings greased?", "--json")  # the old embedder still answers
+    assert r.exit_code == 0 and json.loads(r.output)["evidence"][0]["doc_id"] == "pump.md"

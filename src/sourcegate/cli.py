@@ -248,7 +248,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
                        **settings.store_options())
     try:
         if getattr(store, "embedder_mismatch", False):
-            done = _reembed(store, embedder, err, quiet)
+            done = _reembed(settings, store, embedder, err, quiet)
             if done.interrupted_by is not None or not done.done:
                 return IngestReport(interrupted_by=done.interrupted_by)
         if not paths:
@@ -281,7 +281,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     return report
 
 
-def _reembed(store, embedder, err, quiet: bool):
+def _reembed(settings: Settings, store, embedder, err, quiet: bool):
     """Re-embed every chunk of `store` with `embedder`, with a progress bar on a terminal; Ctrl-C
     and SIGTERM stop it between batches, the index unchanged (the next run goes on)."""
     from .ingest.pipeline import stop_on_signals
@@ -291,16 +291,25 @@ def _reembed(store, embedder, err, quiet: bool):
     old_id, old_dim = store.index_embedder()
     echo(f"re-embedding: the index holds {old_id} ({old_dim}-d) vectors, the configured embedder is "
          f"{embedder.id} ({embedder.dim}-d): every chunk is embedded again from its stored text", err=True)
-    with stop_on_signals(job):
-        if err.is_terminal and not quiet:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    try:
+        with stop_on_signals(job):
+            if err.is_terminal and not quiet:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-            with Progress(TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                          console=err, transient=True) as bar:
-                task = bar.add_task("", total=None)
-                report = job.run(lambda n, total: bar.update(task, completed=n, total=total))
-        else:
-            report = job.run()
+                with Progress(TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                              console=err, transient=True) as bar:
+                    task = bar.add_task("", total=None)
+                    report = job.run(lambda n, total: bar.update(task, completed=n, total=total))
+            else:
+                report = job.run()
+    except Exception as e:
+        from .library import reembed_command
+        from .storage_errors import describe
+
+        why = describe(e, settings.index_path, settings.home) or f"{type(e).__name__}: {' '.join(str(e).split())}"
+        raise click.ClickException(f"re-embedding with {embedder.id} failed ({why}): the index is unchanged and still "
+                                   f"holds {old_id} ({old_dim}-d) vectors; run `{reembed_command(settings)}` again to "
+                                   "go on from the chunks already re-embedded") from None
     echo(report.summary(), err=not report.done)
     return report
 
