@@ -34,14 +34,16 @@ def _gate(settings: Settings, **kw):
     return SourceGate(settings, **kw)
 
 
-def _library(settings: Settings, *, require_documents: bool = True):
-    """The settings' store, opened; a missing, empty, unreachable or mistyped index ends the
-    command with one line (see `library.open_library`)."""
+def _library(settings: Settings, *, require_documents: bool = True, allow_embedder_mismatch: bool = False):
+    """The settings' store, opened; a missing, empty, unreachable or mistyped index, or one built
+    with another embedder (unless `allow_embedder_mismatch`), ends the command with one line (see
+    `library.open_library`)."""
     from .embed import get_embedder
     from .library import open_library
 
     embedder = get_embedder(settings.embedder)
-    return open_library(settings, embedder.id, embedder.dim, require_documents=require_documents)
+    return open_library(settings, embedder.id, embedder.dim, require_documents=require_documents,
+                        allow_embedder_mismatch=allow_embedder_mismatch)
 
 
 def check_judge(settings: Settings) -> None:
@@ -232,21 +234,31 @@ def cli(ctx: click.Context) -> None:
 # -- ingest / status ----------------------------------------------------------------------------
 
 def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool = False, follow_symlinks: bool = False):
+    """Ingest `paths`. An index built with another embedder is first re-embedded with the
+    configured one, from the text it holds (`ingest.reembed`)."""
     from rich.console import Console
 
     from .embed import get_embedder
-    from .ingest.pipeline import Ingestor
+    from .ingest.pipeline import IngestReport, Ingestor
     from .store import open_store
 
     err = Console(stderr=True)
     embedder = get_embedder(settings.embedder)
-    store = open_store(settings.store_location, embedder.id, embedder.dim, **settings.store_options())
-    ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
-                        max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
-                        parse_timeout_s=settings.parse_timeout_s or None, parse_memory_mb=settings.parse_memory_mb or None,
-                        follow_symlinks=follow_symlinks, embed_timeout_s=settings.embed_timeout_s or None)
-    ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
+    store = open_store(settings.store_location, embedder.id, embedder.dim, allow_embedder_mismatch=True,
+                       **settings.store_options())
     try:
+        if getattr(store, "embedder_mismatch", False):
+            done = _reembed(settings, store, embedder, err, quiet)
+            if done.interrupted_by is not None or not done.done:
+                return IngestReport(interrupted_by=done.interrupted_by)
+        if not paths:
+            return IngestReport()
+        ingestor = Ingestor(store, embedder, chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap,
+                            max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
+                            parse_timeout_s=settings.parse_timeout_s or None,
+                            parse_memory_mb=settings.parse_memory_mb or None,
+                            follow_symlinks=follow_symlinks, embed_timeout_s=settings.embed_timeout_s or None)
+        ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
         if err.is_terminal and not quiet:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -269,6 +281,39 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
     return report
 
 
+def _reembed(settings: Settings, store, embedder, err, quiet: bool):
+    """Re-embed every chunk of `store` with `embedder`, with a progress bar on a terminal; Ctrl-C
+    and SIGTERM stop it between batches, the index unchanged (the next run goes on)."""
+    from .ingest.pipeline import stop_on_signals
+    from .ingest.reembed import Reembedder
+
+    job = Reembedder(store, embedder)
+    old_id, old_dim = store.index_embedder()
+    echo(f"re-embedding: the index holds {old_id} ({old_dim}-d) vectors, the configured embedder is "
+         f"{embedder.id} ({embedder.dim}-d): every chunk is embedded again from its stored text", err=True)
+    try:
+        with stop_on_signals(job):
+            if err.is_terminal and not quiet:
+                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+                with Progress(TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                              console=err, transient=True) as bar:
+                    task = bar.add_task("", total=None)
+                    report = job.run(lambda n, total: bar.update(task, completed=n, total=total))
+            else:
+                report = job.run()
+    except Exception as e:
+        from .library import reembed_command
+        from .storage_errors import describe
+
+        why = describe(e, settings.index_path, settings.home) or f"{type(e).__name__}: {' '.join(str(e).split())}"
+        raise click.ClickException(f"re-embedding with {embedder.id} failed ({why}): the index is unchanged and still "
+                                   f"holds {old_id} ({old_dim}-d) vectors; run `{reembed_command(settings)}` again to "
+                                   "go on from the chunks already re-embedded") from None
+    echo(report.summary(), err=not report.done)
+    return report
+
+
 def _open_store_or_fail(settings: Settings, location: str):
     from .embed import get_embedder
     from .store import open_store
@@ -281,23 +326,38 @@ def _open_store_or_fail(settings: Settings, location: str):
 
 
 @cli.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--prune", is_flag=True, help="Remove indexed documents that are no longer under the given paths.")
 @click.option("--follow-symlinks", is_flag=True,
               help="Ingest files and folders that symlinks lead to outside the given folders (default: skip them).")
 @click.pass_context
 def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_symlinks: bool) -> None:
     """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports) into the
-    index (--store, else HOME/index.db)."""
+    index (--store, else HOME/index.db).
+
+    An index built with another embedder than the configured one (SOURCEGATE_EMBEDDER) is first
+    re-embedded from the text it holds; without PATHS, that is all ingest does."""
     settings = _settings(ctx)
     missing = [p for p in paths if not p.exists() and not p.is_symlink()]
-    if len(missing) == len(paths):  # nothing to read: refused before any index is created
+    if paths and len(missing) == len(paths):  # nothing to read: refused before any index is created
         for p in missing:
             echo(f"failed: {p}: no such file or directory", err=True)
         raise click.ClickException("nothing to ingest: " + ", ".join(str(p) for p in missing)
                                    + (" does not exist" if len(missing) == 1 else " do not exist"))
-    _library(settings, require_documents=False).close()  # a wrong URL fails before any parsing
+    # a wrong URL fails before any parsing
+    store = _library(settings, require_documents=not paths, allow_embedder_mismatch=True)
+    try:
+        mismatch = getattr(store, "embedder_mismatch", False)
+    finally:
+        store.close()
+    if not paths and not mismatch:
+        raise click.UsageError("give the files or folders to ingest (the index already holds vectors of the "
+                               "configured embedder: there is nothing to re-embed)")
     report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
+    if not paths:
+        if report.interrupted_by is not None:
+            ctx.exit(128 + report.interrupted_by)
+        return
     # One line per file first (skipped:, failed:, vanished:), then the summary that counts them.
     for doc_id, path in report.vanished:
         echo(f"vanished: {doc_id}: {path} is gone, but the document is still indexed and answerable", err=True)
@@ -322,16 +382,26 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_syml
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, list_documents: bool) -> None:
     """What is indexed: documents and chunks by status, index path, embedder."""
+    from .embed import get_embedder
+    from .library import reembed_command
+
     s = _settings(ctx)
-    store = _library(s)
+    configured = get_embedder(s.embedder)
+    store = _library(s, allow_embedder_mismatch=True)  # another embedder's index is shown, not refused
     try:
         st = store.stats()
         backend = getattr(store, "vector_backend", None)
         records = sorted(store.list_documents(), key=lambda d: d.id) if list_documents else []
+        index_embedder = store.index_embedder() if hasattr(store, "index_embedder") else (st.embedder, st.dim)
+        pending = store.reembed_pending() if hasattr(store, "reembed_pending") else None
     finally:
         store.close()
+    mismatch = tuple(index_embedder) != (configured.id, configured.dim)
     data = {"index": st.location, "documents": st.documents, "chunks": st.chunks, "by_status": st.by_status,
-            "embedder": st.embedder, "vector_search": backend, "judge": s.judge, "audit_log": str(s.audit_path) if s.audit_enabled else None}
+            "embedder": index_embedder[0], "dim": index_embedder[1],
+            "configured_embedder": {"id": configured.id, "dim": configured.dim, "setting": s.embedder},
+            "embedder_mismatch": mismatch, "reembed_command": reembed_command(s) if mismatch else None,
+            "vector_search": backend, "judge": s.judge, "audit_log": str(s.audit_path) if s.audit_enabled else None}
     if list_documents:
         data["document_list"] = [{"id": d.id, "title": d.title, "status": d.status, "version": d.version,
                                   "updated_at": d.updated_at, "url": d.url, "source_type": d.source_type,
@@ -340,7 +410,15 @@ def status(ctx: click.Context, as_json: bool, list_documents: bool) -> None:
         echo(json.dumps(data, indent=2, ensure_ascii=False))
         return
     echo(f"index:     {data['index']} ({backend})")
-    echo(f"embedder:  {data['embedder']}")
+    if mismatch:
+        echo(f"embedder:  the index holds {index_embedder[0]} ({index_embedder[1]}-d) vectors; the configured "
+             f"embedder is {configured.id} ({configured.dim}-d, SOURCEGATE_EMBEDDER={s.embedder})")
+        echo(f"           questions are refused until it is re-embedded: run `{data['reembed_command']}` "
+             f"(embeds all {st.chunks} chunks again)" + (", which goes on from the chunks an interrupted run "
+                                                         "staged" if pending == f"{configured.id}|{configured.dim}"
+                                                         else ""))
+    else:
+        echo(f"embedder:  {data['embedder']} ({index_embedder[1]}-d)")
     echo(f"judge:     {data['judge']}")
     echo(f"audit log: {data['audit_log'] or 'off'}")
     echo(f"documents: {st.documents}, chunks: {st.chunks}")

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import pickle
+import re
 import sys
 import threading
 from functools import lru_cache
@@ -220,13 +221,14 @@ class HashingEmbedder:
     """A tiny deterministic embedder (character trigrams hashed into a vector).
 
     Not multilingual and not semantic: for benchmarks of the index at scale and for tests of the
-    store contract, where the model is not what is measured.
+    store contract, where the model is not what is measured. `SOURCEGATE_EMBEDDER=hashing` gives
+    384 dimensions, `hashing-256` (any number) another size: its id names the size, so an index
+    built with one is never read with another.
     """
-
-    id = "hashing-trigram-384"
 
     def __init__(self, dim: int = 384):
         self.dim = dim
+        self.id = f"hashing-trigram-{dim}"
 
     def embed(self, texts: list[str]) -> np.ndarray:
         import zlib
@@ -247,5 +249,9 @@ def get_embedder(name: str = "use-multilingual") -> Embedder:
     if name in ("use-multilingual", UseEmbedder.id):
         return UseEmbedder()
     if name.startswith("hashing"):
-        return HashingEmbedder()
+        m = re.fullmatch(r"hashing(?:-trigram)?-(\d+)", name)
+        dim = int(m.group(1)) if m else 384
+        if not 8 <= dim <= 4096:
+            raise ValueError(f"embedder {name!r}: a hashing embedder has 8 to 4096 dimensions")
+        return HashingEmbedder(dim)
     raise ValueError(f"unknown embedder {name!r}: set SOURCEGATE_EMBEDDER to 'use-multilingual' or 'hashing'")

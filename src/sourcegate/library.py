@@ -12,13 +12,14 @@ from pathlib import Path
 
 from .settings import Settings
 from .store import Store, StoreURLError, describe_location, open_store, redact_url, sqlite_path, store_kind
+from .store.base import EmbedderMismatch
 
 DEFAULT_HOME = Path(".sourcegate")
 
 
 class LibraryUnavailable(Exception):
     """The library cannot answer questions. `state` is one of `bad_url`, `missing`, `empty`,
-    `unreachable`; the message is one line a person can act on."""
+    `unreachable`, `embedder_mismatch`; the message is one line a person can act on."""
 
     def __init__(self, message: str, state: str):
         super().__init__(message)
@@ -38,6 +39,21 @@ def _command(settings: Settings, *words: str) -> str:
 def fill_command(settings: Settings) -> str:
     """The command that fills this settings' index."""
     return _command(settings, "ingest", "FOLDER")
+
+
+def reembed_command(settings: Settings) -> str:
+    """The command that re-embeds this settings' index with the configured embedder."""
+    return _command(settings, "ingest")
+
+
+def reembed_hint(settings: Settings, e: EmbedderMismatch) -> str:
+    return (f"run `{reembed_command(settings)}` to re-embed every chunk with {e.embedder} (then ingest as usual), "
+            f"or set SOURCEGATE_EMBEDDER={e.index_embedder} to use the index as it is")
+
+
+def explain_mismatch(settings: Settings, e: EmbedderMismatch) -> EmbedderMismatch:
+    """The mismatch with the exact command for this settings' index."""
+    return e.with_hint(reembed_hint(settings, e))
 
 
 def _fill_hint(settings: Settings) -> str:
@@ -70,10 +86,13 @@ def check_location(settings: Settings) -> None:
                                  f"{_fill_hint(settings)}", "missing")
 
 
-def open_library(settings: Settings, embedder_id: str, dim: int, *, require_documents: bool = True) -> Store:
+def open_library(settings: Settings, embedder_id: str, dim: int, *, require_documents: bool = True,
+                 allow_embedder_mismatch: bool = False) -> Store:
     """The settings' store, opened. Raises `LibraryUnavailable` when the URL is not one sourcegate
     takes, the server cannot be reached, or (with `require_documents`) the index does not exist
-    or holds no documents. A missing SQLite file is not created."""
+    or holds no documents. A missing SQLite file is not created. An index built with another
+    embedder is refused with the command that re-embeds it, unless `allow_embedder_mismatch`
+    (inspection, re-embedding: the store then refuses searches)."""
     location = settings.store_location
     try:
         kind = store_kind(location)
@@ -83,8 +102,13 @@ def open_library(settings: Settings, embedder_id: str, dim: int, *, require_docu
     if kind == "sqlite" and require_documents and not sqlite_path(location).expanduser().is_file():
         raise LibraryUnavailable(f"no index at {where}{_relative_note(settings)}: {_fill_hint(settings)}",
                                  "missing")
+    options = settings.store_options()
+    if allow_embedder_mismatch:
+        options["allow_embedder_mismatch"] = True
     try:
-        store = open_store(location, embedder_id, dim, **settings.store_options())
+        store = open_store(location, embedder_id, dim, **options)
+    except EmbedderMismatch as e:
+        raise LibraryUnavailable(str(explain_mismatch(settings, e)), "embedder_mismatch") from None
     except (RuntimeError, ImportError) as e:  # a server down, a refused key, a missing extra
         raise LibraryUnavailable(" ".join(str(e).split()) or type(e).__name__, "unreachable") from None
     if require_documents:

@@ -41,7 +41,7 @@ from .filters import FilterError, described, search_filters
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
 from .store import SearchFilters, Store, open_store
-from .store.base import store_time_budget
+from .store.base import EmbedderMismatch, store_time_budget
 
 log = logging.getLogger("sourcegate")
 
@@ -231,8 +231,19 @@ class SourceGate:
                  judge: Judge | None = None, writer: Writer | None = None, audit: AuditLog | None | bool = True):
         self.settings = settings
         self.embedder = embedder or get_embedder(settings.embedder)
-        self.store = store or open_store(settings.store_location, self.embedder.id, self.embedder.dim,
-                                         **settings.store_options())
+        if store is None:
+            try:
+                store = open_store(settings.store_location, self.embedder.id, self.embedder.dim,
+                                   **settings.store_options())
+            except EmbedderMismatch as e:  # never answer from vectors of another space
+                from .library import explain_mismatch
+
+                raise explain_mismatch(settings, e) from None
+        elif getattr(store, "embedder_mismatch", False):
+            from .library import explain_mismatch
+
+            raise explain_mismatch(settings, store._mismatch())
+        self.store = store
         self._judge = judge
         if writer is None:
             from .llm_writer import make_writer

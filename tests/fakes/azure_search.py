@@ -17,7 +17,8 @@ bodies shaped like the service's REST API version 2024-07-01 (the version the st
 What the service checks, the fake checks: the `api-version` parameter and `api-key` header, one
 key field, vector fields with dimensions and a profile whose algorithm exists, a semantic
 configuration over existing fields, document keys' characters, vector lengths, selected fields
-being retrievable, filters on filterable fields. Scoring follows the documentation's shapes, not
+being retrievable, filters on filterable fields, and that an update of an index adds fields
+but never removes or changes one (a vector field's dimensions included). Scoring follows the documentation's shapes, not
 its numbers: BM25 for text, 1 / (1 + cosine distance) for a vector query, reciprocal rank fusion
 (k = 60) for hybrid queries, and a semantic reranker score in [0, 4] (here the share of query
 words found in the title and text) that reorders the fused results.
@@ -156,11 +157,31 @@ class FakeSearchService:
                 if f is None or f.get("type") != "Edm.String" or not f.get("searchable"):
                     raise ServiceError(400, "InvalidRequestParameter",
                                        f"Semantic configuration {conf['name']}: {u.get('fieldName')} is not a searchable string field.")
+        if name in self.indexes:
+            self._check_update(self.indexes[name], names)
         created = name not in self.indexes
         stored = dict(body, **{"@odata.etag": '"0x1"'})
         self.indexes[name] = stored
         self.docs.setdefault(name, {})
         return (201 if created else 200), stored
+
+    # What an update may not do to an existing index's fields (the service answers 400
+    # "CannotChangeExistingField"): remove one, or change its type, key, analyzer, the attributes
+    # that shape its index, or a vector field's dimensions. New fields may be added.
+    _FIXED = ("type", "key", "searchable", "filterable", "sortable", "facetable", "analyzer", "dimensions")
+
+    def _check_update(self, old_index: dict, new_fields: dict[str, dict]) -> None:
+        for old in old_index["fields"]:
+            new = new_fields.get(old["name"])
+            if new is None:
+                raise ServiceError(400, "OperationNotAllowed",
+                                   f"Existing field '{old['name']}' cannot be removed from index '{old_index['name']}'.")
+            for attr in self._FIXED:
+                a, b = old.get(attr), new.get(attr)
+                if attr in ("type", "analyzer", "dimensions") and a != b or attr not in ("type", "analyzer", "dimensions") \
+                        and bool(a) != bool(b):
+                    raise ServiceError(400, "OperationNotAllowed",
+                                       f"Existing field '{old['name']}' cannot be changed: {attr} {a!r} -> {b!r}.")
 
     @staticmethod
     def _fields(index: dict) -> dict[str, dict]:

@@ -367,7 +367,11 @@ class Ingestor:
         self.batch_chunks = batch_chunks
         # the judge's passage features are stored with each chunk: new judge weights make every
         # document "changed", so running ingest again after an upgrade refreshes them
-        self._salt = f"{embedder.id}|{chunk_size}|{chunk_overlap}|{_features_version()}"
+        # A re-embedded index keeps the hashes salted with its first embedder's id (the vectors are
+        # the current embedder's all the same): unchanged files are not embedded once more.
+        salt_embedder = getattr(store, "content_hash_embedder", None)
+        salt_embedder = (salt_embedder() if callable(salt_embedder) else None) or embedder.id
+        self._salt = f"{salt_embedder}|{chunk_size}|{chunk_overlap}|{_features_version()}"
 
     @property
     def stop_requested(self) -> bool:

@@ -41,7 +41,7 @@ from ..audit import AuditLog, AuditRecordDamaged, AuditWriteError, verify
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
 from ..settings import Settings
-from ..store.base import StoreUnavailable
+from ..store.base import EmbedderMismatch, StoreUnavailable
 from .admission import AdmissionControl, Overloaded, Unavailable
 from .mcp_tool import build_mcp_server
 from .metrics import CONTENT_TYPE_LATEST, Metrics
@@ -631,6 +631,14 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             metrics.observe_rejected(interface, "not_ready")
             log.error("the store cannot be reached", extra={"request_id": rid, "interface": interface, "error": str(e)})
             raise Unavailable(STORE_UNAVAILABLE, "store_unreachable", retry_after=STORE_RETRY_S) from None
+        except EmbedderMismatch as e:
+            # The index was re-embedded for another embedder while this server runs: its vectors
+            # and this server's questions are in different spaces. Never answered from them.
+            metrics.observe_rejected(interface, "not_ready")
+            log.error("the index holds another embedder's vectors", extra={"request_id": rid, "interface": interface,
+                                                                           "error": str(e)})
+            raise Unavailable("the index now holds another embedder's vectors than this server's: the operator must "
+                              "restart it with the index's SOURCEGATE_EMBEDDER", "embedder_mismatch") from None
         except AuditWriteError as e:
             # The answer exists but cannot be recorded: it is not given.
             metrics.observe_error(interface)

@@ -36,7 +36,8 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from ..models import Candidate, Chunk, Document
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, checked_upsert
+from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReembedRow, SearchFilters, StoreStats,
+                   checked_upsert, reembed_text, text_digest)
 from .sqlite import fts_terms
 
 INSTALL_HINT = 'the Azure AI Search store needs azure-search-documents: pip install "sourcegate[azure]"'
@@ -47,6 +48,13 @@ VECTOR_ALGORITHM = "sourcegate-hnsw-cosine"
 WRITE_BATCH = 500  # actions per indexing request (the service takes up to 1000 and 16 MB)
 READ_PAGE = 1000
 META_KEY = "_meta"  # not a base64 key: those have a length that is a multiple of 4
+VECTOR_FIELD = "embedding"  # the vector field of an index as created; a re-embedding adds another
+STAGED_DIGEST = "staged_digest"  # the text (and target field) a re-embedding's staged vector was made from
+
+
+def vector_field_name(embedder_id: str, dim: int) -> str:
+    """The vector field a re-embedding adds for an embedder: a field's dimensions cannot change."""
+    return f"embedding_{re.sub(r'[^A-Za-z0-9]+', '_', embedder_id).strip('_').lower()}_{int(dim)}"[:128]
 
 # SOURCEGATE_LIBRARY_LANGUAGE to Lucene language analyzers (stemming, stop words).
 ANALYZERS = {
@@ -136,7 +144,10 @@ class AzureSearchStore:
 
     def __init__(self, endpoint: str, index_name: str, embedder_id: str, dim: int, *, credential=None,
                  language: str = "en", semantic: bool = False, api_version: str = API_VERSION,
-                 transport=None, create: bool = True):
+                 transport=None, create: bool = True, allow_embedder_mismatch: bool = False):
+        """An index built with another embedder is refused (`EmbedderMismatch`), unless
+        `allow_embedder_mismatch`: then it opens for inspection and re-embedding, and searches and
+        writes are refused until it is re-embedded."""
         try:
             from azure.search.documents import SearchClient
             from azure.search.documents.indexes import SearchIndexClient
@@ -151,6 +162,9 @@ class AzureSearchStore:
         self.documents_index = f"{index_name}-documents"
         self.embedder_id = embedder_id
         self.dim = dim
+        self._allow_mismatch = allow_embedder_mismatch
+        self._index_embedder: tuple[str, int] = (embedder_id, dim)
+        self.vector_field = VECTOR_FIELD
         self.analyzer = analyzer_for(language)
         self.semantic = semantic
         self.location = f"azure://{urlsplit(self.endpoint).netloc}/{index_name}" + ("?semantic=on" if semantic else "")
@@ -212,7 +226,8 @@ class AzureSearchStore:
                 SimpleField(name="features", type=SearchFieldDataType.STRING),
                 SimpleField(name="tags", type=SearchFieldDataType.Collection(SearchFieldDataType.STRING),
                             filterable=True),
-                SearchField(name="embedding", type="Collection(Edm.Single)", searchable=True, retrievable=True,
+                SimpleField(name=STAGED_DIGEST, type=SearchFieldDataType.STRING),
+                SearchField(name=VECTOR_FIELD, type="Collection(Edm.Single)", searchable=True, retrievable=True,
                             stored=True, vector_search_dimensions=self.dim, vector_search_profile_name=VECTOR_PROFILE),
             ],
             vector_search=VectorSearch(
@@ -252,6 +267,9 @@ class AzureSearchStore:
                 SimpleField(name="dim", type=SearchFieldDataType.INT32),
                 SimpleField(name="analyzer", type=SearchFieldDataType.STRING),
                 SimpleField(name="metadata", type=SearchFieldDataType.STRING),
+                SimpleField(name="vector_field", type=SearchFieldDataType.STRING),
+                SimpleField(name="reembed_target", type=SearchFieldDataType.STRING),
+                SimpleField(name="hash_embedder", type=SearchFieldDataType.STRING),
             ],
         )
         return chunks, documents
@@ -262,6 +280,7 @@ class AzureSearchStore:
 
         chunks_def, docs_def = self._index_definitions()
         try:
+            chunks_existing = None
             for definition in (chunks_def, docs_def):
                 try:
                     existing = self._indexes.get_index(definition.name)
@@ -269,11 +288,14 @@ class AzureSearchStore:
                     self._indexes.create_or_update_index(definition)
                     continue
                 if definition is chunks_def:
-                    self._check_existing(existing)
+                    chunks_existing = existing
                 have = {f.name for f in existing.fields}
-                if any(f.name not in have for f in definition.fields):
-                    # An index made by an earlier version: the service lets fields be added.
-                    self._indexes.create_or_update_index(definition)
+                added = [f for f in definition.fields if f.name not in have and f.name != VECTOR_FIELD]
+                if added:
+                    # An index made by an earlier version: the service lets fields be added (never
+                    # changed: the existing fields, vector fields included, are sent as they are).
+                    existing.fields = list(existing.fields) + added
+                    self._indexes.create_or_update_index(existing)
             meta = self._lookup(self._docs, META_KEY)
         except (ClientAuthenticationError, HttpResponseError) as e:
             if isinstance(e, ClientAuthenticationError) or e.status_code in (401, 403):
@@ -283,26 +305,142 @@ class AzureSearchStore:
         except ServiceRequestError as e:
             raise RuntimeError(f"cannot reach Azure AI Search at {self.endpoint}: {e.message} "
                                "(check SOURCEGATE_STORE)") from None
+        if meta is not None and meta.get("embedder"):
+            self._note_meta(meta)
+        if chunks_existing is not None:
+            self._check_existing(chunks_existing)
         if meta is None:
             self._index_batch(self._docs, [{"@search.action": "mergeOrUpload", "key": META_KEY, "kind": "meta",
-                                            "embedder": self.embedder_id, "dim": self.dim, "analyzer": self.analyzer}])
-        elif meta.get("embedder") != self.embedder_id or meta.get("dim") != self.dim:
-            raise RuntimeError(
-                f"The index {self.location} was built with embedder {meta.get('embedder')} ({meta.get('dim')}-d), not "
-                f"{self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or another index.")
+                                            "embedder": self.embedder_id, "dim": self.dim, "analyzer": self.analyzer,
+                                            "vector_field": VECTOR_FIELD}])
+        elif self.embedder_mismatch and not self._allow_mismatch:
+            raise self._mismatch()
+
+    def _note_meta(self, meta: dict) -> None:
+        self._index_embedder = (meta.get("embedder"), int(meta.get("dim") or 0))
+        self.vector_field = meta.get("vector_field") or VECTOR_FIELD
 
     def _check_existing(self, index) -> None:
         fields = {f.name: f for f in index.fields}
-        emb = fields.get("embedding")
-        if emb is None or emb.vector_search_dimensions != self.dim:
+        emb = fields.get(self.vector_field)
+        dim = self._index_embedder[1]
+        if emb is None or emb.vector_search_dimensions != dim:
             have = None if emb is None else emb.vector_search_dimensions
-            raise RuntimeError(f"The index {self.location} has a {have}-d vector field, the embedder gives {self.dim}: "
-                               "use another index name or the embedder it was built with.")
+            raise RuntimeError(f"The index {self.location} has a {have}-d vector field {self.vector_field}, its "
+                               f"embedder gives {dim}: use another index name or the embedder it was built with.")
         text = fields.get("text")
         if text is not None and text.analyzer_name and text.analyzer_name != self.analyzer:
             raise RuntimeError(
                 f"The index {self.location} analyses text with {text.analyzer_name}, not {self.analyzer}: set "
                 "SOURCEGATE_LIBRARY_LANGUAGE to the library's language, or use another index for this language.")
+
+    # -- the index's embedder ------------------------------------------------------------------
+    @property
+    def embedder_mismatch(self) -> bool:
+        return self._index_embedder != (self.embedder_id, self.dim)
+
+    def _mismatch(self) -> EmbedderMismatch:
+        return EmbedderMismatch(self.location, *self._index_embedder, self.embedder_id, self.dim)
+
+    def _check_embedder(self) -> None:
+        if self.embedder_mismatch:
+            raise self._mismatch()
+
+    def index_embedder(self) -> tuple[str, int]:
+        """(embedder id, dimension) the index's vectors come from, as recorded now."""
+        meta = self._lookup(self._docs, META_KEY)
+        if meta is not None and meta.get("embedder"):
+            self._note_meta(meta)
+        return self._index_embedder
+
+    def content_hash_embedder(self) -> str | None:
+        meta = self._lookup(self._docs, META_KEY) or {}
+        return meta.get("hash_embedder") or None
+
+    def reembed_pending(self) -> str | None:
+        meta = self._lookup(self._docs, META_KEY) or {}
+        return meta.get("reembed_target") or None
+
+    # -- re-embedding (sourcegate.ingest.reembed) ---------------------------------------------
+    # A vector field's dimensions cannot change on an existing index, and fields cannot be removed:
+    # the new vectors go into a new field named after the embedder (`vector_field_name`), with the
+    # digest of the text they were made from (`staged_digest`). Once every chunk has one, the meta
+    # record names the new field and embedder: one write switches searches to it. The old field
+    # keeps its vectors (the service frees its space only when the index is rebuilt).
+
+    def reembed_begin(self, embedder_id: str, dim: int) -> None:
+        from azure.search.documents.indexes.models import SearchField
+
+        field = vector_field_name(embedder_id, dim)
+        index = self._indexes.get_index(self.index_name)
+        fields = {f.name: f for f in index.fields}
+        if field not in fields:
+            index.fields = list(index.fields) + [SearchField(
+                name=field, type="Collection(Edm.Single)", searchable=True, retrievable=True, stored=True,
+                vector_search_dimensions=int(dim), vector_search_profile_name=VECTOR_PROFILE)]
+            self._indexes.create_or_update_index(index)
+        elif fields[field].vector_search_dimensions != int(dim):
+            raise RuntimeError(f"the index {self.location} has a field {field} of "
+                               f"{fields[field].vector_search_dimensions} dimensions, not {dim}")
+        self._index_batch(self._docs, [{"@search.action": "merge", "key": META_KEY,
+                                        "reembed_target": f"{embedder_id}|{int(dim)}"}])
+        self._reembed_target = (embedder_id, int(dim), field)
+
+    def _reembed_rows(self, keys: list[str]) -> list[ReembedRow]:
+        field = self._reembed_target[2]
+        out = []
+        for r in self._chunks_by_keys(keys, ["key", "title", "text", STAGED_DIGEST]):
+            t = reembed_text(r.get("title"), r.get("text"))
+            digest = text_digest(f"{field}|{t}")  # a vector staged for another field never counts
+            out.append(ReembedRow(r["key"], t, digest, r.get(STAGED_DIGEST) == digest))
+        return out
+
+    def _all_chunk_keys(self) -> list[str]:
+        keys: list[str] = []
+        skip = 0
+        while True:
+            page = [dict(r) for r in self._docs.search(search_text=None, filter="kind eq 'document'",
+                                                       order_by=["doc_id asc"], top=READ_PAGE, skip=skip,
+                                                       select=["chunk_ids"])]
+            skip += len(page)
+            keys.extend(encode_key(c) for r in page for c in r.get("chunk_ids") or [])
+            if len(page) < READ_PAGE:
+                return keys
+
+    def reembed_batches(self, size: int):
+        keys = self._all_chunk_keys()
+        for i in range(0, len(keys), size):
+            rows = self._reembed_rows(keys[i:i + size])
+            if rows:
+                yield rows
+
+    def reembed_stage(self, rows: list[ReembedRow], vectors) -> None:
+        field, dim = self._reembed_target[2], self._reembed_target[1]
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(rows), dim):
+            raise ValueError(f"staged vectors have shape {vectors.shape}, expected ({len(rows)}, {dim})")
+        self._index_batch(self._chunks, [{"@search.action": "merge", "key": r.key, field: v.tolist(),
+                                          STAGED_DIGEST: r.digest} for r, v in zip(rows, vectors)])
+
+    def reembed_finish(self, embed_missing) -> int:
+        """Stage what is still missing (chunks written since their pass), then switch: the meta
+        record names the new embedder and field. Returns the number of chunks."""
+        embedder_id, dim, field = self._reembed_target
+        keys = self._all_chunk_keys()
+        rows: list[ReembedRow] = []
+        for i in range(0, len(keys), READ_PAGE):
+            rows.extend(self._reembed_rows(keys[i:i + READ_PAGE]))
+        missing = [r for r in rows if not r.done]
+        if missing:
+            self.reembed_stage(missing, embed_missing(missing))
+        old = self.index_embedder()[0]
+        meta = self._lookup(self._docs, META_KEY) or {}
+        self._index_batch(self._docs, [{"@search.action": "merge", "key": META_KEY, "embedder": embedder_id,
+                                        "dim": int(dim), "vector_field": field, "reembed_target": None,
+                                        "hash_embedder": meta.get("hash_embedder") or old}])
+        self.embedder_id, self.dim, self.vector_field = embedder_id, int(dim), field
+        self._index_embedder = (embedder_id, int(dim))
+        return len(rows)
 
     # -- helpers ------------------------------------------------------------------------------
     @staticmethod
@@ -338,6 +476,7 @@ class AzureSearchStore:
     # -- writes -------------------------------------------------------------------------------
     def upsert_document(self, doc: Document, chunks: list[Chunk], vectors: np.ndarray,
                         features: list[dict | None] | None = None, source_path: str | None = None) -> None:
+        self._check_embedder()
         vectors, features = checked_upsert(chunks, vectors, features, self.dim)
         status = doc.status or "current"
         doc_key = encode_key(doc.id)
@@ -348,7 +487,7 @@ class AzureSearchStore:
             "version": doc.version or "", "status": status, "source_type": doc.source_type or "",
             "content_hash": doc.content_hash, "page": ch.page, "tags": metadata_tags(doc.metadata or {}),
             "features": json.dumps(feat, separators=(",", ":")) if feat is not None else None,
-            "embedding": vec.tolist(),
+            self.vector_field: vec.tolist(),
         } for ch, vec, feat in zip(chunks, vectors, features)]
         self._index_batch(self._chunks, actions)
         new_ids = {ch.id for ch in chunks}
@@ -408,9 +547,11 @@ class AzureSearchStore:
 
         if k <= 0:
             return []
+        self._check_embedder()
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         results = self._chunks.search(
-            search_text=None, vector_queries=[VectorizedQuery(vector=q.tolist(), k_nearest_neighbors=k, fields="embedding")],
+            search_text=None, vector_queries=[VectorizedQuery(vector=q.tolist(), k_nearest_neighbors=k,
+                                                              fields=self.vector_field)],
             vector_filter_mode="preFilter", filter=filter_expression(filters), top=k, select=["chunk_id"])
         return [(r["chunk_id"], similarity_from_score(r["@search.score"])) for r in results]
 
@@ -430,9 +571,10 @@ class AzureSearchStore:
 
         if k <= 0:
             return []
+        self._check_embedder()
         text = search_text(query)
         vq = [VectorizedQuery(vector=np.asarray(v, dtype=np.float32).reshape(-1).tolist(),
-                              k_nearest_neighbors=k_vector, fields="embedding") for v in vectors]
+                              k_nearest_neighbors=k_vector, fields=self.vector_field) for v in vectors]
         kw: dict[str, Any] = {}
         if self.semantic and text:
             kw = {"query_type": "semantic", "semantic_configuration_name": SEMANTIC_CONFIG}
@@ -459,19 +601,21 @@ class AzureSearchStore:
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         if not chunk_ids:
             return {}
-        rows = self._chunks_by_keys([encode_key(c) for c in dict.fromkeys(chunk_ids)], ["chunk_id", "embedding"])
-        return {r["chunk_id"]: np.asarray(r["embedding"], dtype=np.float32) for r in rows}
+        self._check_embedder()
+        rows = self._chunks_by_keys([encode_key(c) for c in dict.fromkeys(chunk_ids)], ["chunk_id", self.vector_field])
+        return {r["chunk_id"]: np.asarray(r[self.vector_field], dtype=np.float32) for r in rows}
 
     def export_document(self, doc_id: str) -> ExportedDocument | None:
         r = self._lookup(self._docs, encode_key(doc_id), [*self._DOC_SELECT, "chunk_ids"])
         if r is None:
             return None
         ids = r.get("chunk_ids") or []
-        rows = self._chunks_by_keys([encode_key(c) for c in ids], [*_chunk_fields(), "embedding"])
+        self._check_embedder()
+        rows = self._chunks_by_keys([encode_key(c) for c in ids], [*_chunk_fields(), self.vector_field])
         rows.sort(key=lambda x: x["ordinal"])
         chunks = [Chunk(id=x["chunk_id"], doc_id=doc_id, ordinal=x["ordinal"], text=x.get("text") or "",
                         page=x.get("page"), heading=x.get("heading")) for x in rows]
-        vectors = (np.asarray([x["embedding"] for x in rows], dtype=np.float32) if rows
+        vectors = (np.asarray([x[self.vector_field] for x in rows], dtype=np.float32) if rows
                    else np.zeros((0, self.dim), np.float32))
         return ExportedDocument(record=self._record(r), chunks=chunks, vectors=vectors,
                                 features=[json.loads(x["features"]) if x.get("features") else None for x in rows])
@@ -484,7 +628,8 @@ class AzureSearchStore:
             s["documents"] += 1
             s["chunks"] += rec.chunk_count
         return StoreStats(documents=len(records), chunks=int(self._chunks.get_document_count()),
-                          by_status=dict(sorted(by_status.items())), embedder=self.embedder_id, location=self.location)
+                          by_status=dict(sorted(by_status.items())), embedder=self._index_embedder[0],
+                          location=self.location, dim=self._index_embedder[1])
 
     def close(self) -> None:
         self._chunks.close()

@@ -19,6 +19,29 @@ class StoreUnavailable(RuntimeError):
     the store, never a password."""
 
 
+class EmbedderMismatch(RuntimeError):
+    """The index holds vectors of another embedder (or another dimension) than the one configured.
+    Its vectors cannot be compared with the configured embedder's: searching is refused. The
+    index can still be opened for inspection (`allow_embedder_mismatch=True`), and `sourcegate
+    ingest` re-embeds it (`sourcegate.ingest.reembed`)."""
+
+    def __init__(self, location: str, index_embedder: str, index_dim: int, embedder: str, dim: int,
+                 hint: str | None = None):
+        self.location, self.index_embedder, self.index_dim = location, index_embedder, int(index_dim)
+        self.embedder, self.dim = embedder, int(dim)
+        self.hint = hint
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        hint = self.hint or ("run `sourcegate ingest` to re-embed it with the configured embedder, or set "
+                             "SOURCEGATE_EMBEDDER back to the index's")
+        return (f"The index {self.location} was built with embedder {self.index_embedder} ({self.index_dim}-d), "
+                f"not the configured {self.embedder} ({self.dim}-d): its vectors cannot answer questions; {hint}")
+
+    def with_hint(self, hint: str) -> "EmbedderMismatch":
+        return EmbedderMismatch(self.location, self.index_embedder, self.index_dim, self.embedder, self.dim, hint)
+
+
 class StoreTime:
     """The time one question may spend waiting on the store, all its queries together: a database
     that answers each query slowly, or stops answering, ends the question with `StoreUnavailable`
@@ -113,6 +136,32 @@ class StoreStats:
     by_status: dict[str, dict[str, int]] = field(default_factory=dict)
     embedder: str | None = None
     location: str = ""
+    dim: int | None = None
+
+
+@dataclass
+class ReembedRow:
+    """A stored chunk to embed again: `key` is the store's own handle on it, `text` what the
+    ingest pipeline embedded (`reembed_text`), `digest` what a staged vector is checked against
+    (the text, for the target embedder), `done` whether a vector of the target embedder for
+    exactly this text is already staged (by a re-embedding that was interrupted)."""
+
+    key: object
+    text: str
+    digest: str
+    done: bool = False
+
+
+def reembed_text(title: str | None, text: str | None) -> str:
+    """What the ingest pipeline embeds for a chunk (`_embed_and_features`): the document title,
+    a newline, the chunk text."""
+    return f"{title or ''}\n{text or ''}"
+
+
+def text_digest(text: str) -> str:
+    import hashlib
+
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
 
 
 def checked_upsert(chunks: list[Chunk], vectors, features: list[dict | None] | None,

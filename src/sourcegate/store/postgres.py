@@ -37,8 +37,8 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import (DocumentRecord, ExportedDocument, SearchFilters, StoreStats, StoreUnavailable, checked_upsert,
-                   current_store_time)
+from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReembedRow, SearchFilters, StoreStats,
+                   StoreUnavailable, checked_upsert, current_store_time, reembed_text, text_digest)
 from .sqlite import fts_terms
 
 log = logging.getLogger(__name__)
@@ -275,7 +275,8 @@ class PostgresStore:
 
     def __init__(self, url: str, embedder_id: str, dim: int, *, language: str = "en", pool_size: int = 4,
                  ef_search: int = 100, connect_timeout: float = 10.0, maintenance_work_mem: str = "512MB",
-                 durable_writes: bool = False, query_timeout: float = QUERY_TIMEOUT_S):
+                 durable_writes: bool = False, query_timeout: float = QUERY_TIMEOUT_S,
+                 allow_embedder_mismatch: bool = False):
         """`pool_size` connections at most (a `serve` process needs one per concurrent question);
         `ef_search` is HNSW's candidate list at query time (recall against latency);
         `maintenance_work_mem` is given to an HNSW index build (the graph should fit in it: about
@@ -284,7 +285,11 @@ class PostgresStore:
         the database server may lose the last few documents written, never part of one, and the
         next ingest writes them again; `durable_writes=True` waits for the flush. A query that
         searches or reads (what a question does) ends after `query_timeout` seconds; writes, index
-        builds and ANALYZE are not bounded but by TCP keepalives."""
+        builds and ANALYZE are not bounded but by TCP keepalives.
+
+        An index built with another embedder is refused (`EmbedderMismatch`), unless
+        `allow_embedder_mismatch`: then it opens for inspection and re-embedding, and searches and
+        writes are refused until it is re-embedded."""
         try:
             import psycopg
             from psycopg_pool import ConnectionPool
@@ -294,6 +299,8 @@ class PostgresStore:
         self.location = redact_url(url)
         self.embedder_id = embedder_id
         self.dim = dim
+        self._allow_mismatch = allow_embedder_mismatch
+        self._index_embedder: tuple[str, int] = (embedder_id, dim)
         self.ef_search = int(ef_search)
         if not re.fullmatch(r"\d+\s*[kMG]B", maintenance_work_mem):
             raise ValueError("maintenance_work_mem must look like '512MB'")
@@ -349,10 +356,7 @@ class PostgresStore:
                             "install it: ask an administrator to run CREATE EXTENSION vector; in that database") from e
                     raise
             stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-            if "embedder" in stored and (stored["embedder"] != self.embedder_id or int(stored["dim"]) != self.dim):
-                raise RuntimeError(
-                    f"The index {self.location} was built with embedder {stored['embedder']} ({stored['dim']}-d), not "
-                    f"{self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or another database.")
+            self._note_embedder(stored)
             config = stored.get("text_search_config", requested_config)
             if config != requested_config:
                 raise RuntimeError(
@@ -379,16 +383,156 @@ class PostgresStore:
         if missing:
             raise RuntimeError(f"The read-only database {self.location} lacks migrations {', '.join(missing)}: {hint}")
         stored = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if stored.get("embedder") != self.embedder_id or int(stored.get("dim", 0)) != self.dim:
-            raise RuntimeError(
-                f"The index {self.location} was built with embedder {stored.get('embedder')} ({stored.get('dim')}-d), "
-                f"not {self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or another database.")
+        if "embedder" not in stored:
+            raise RuntimeError(f"The read-only database {self.location} records no embedder: {hint}")
+        self._note_embedder(stored)
         config = stored.get("text_search_config", requested_config)
         if config != requested_config:
             raise RuntimeError(
                 f"The index {self.location} was built for text search configuration {config!r}, not "
                 f"{requested_config!r}: set SOURCEGATE_LIBRARY_LANGUAGE to the library's language.")
         return config
+
+    # -- the index's embedder ------------------------------------------------------------------
+    def _note_embedder(self, stored: dict) -> None:
+        if "embedder" in stored:
+            self._index_embedder = (stored["embedder"], int(stored["dim"]))
+            if self.embedder_mismatch and not self._allow_mismatch:
+                raise self._mismatch()
+
+    @property
+    def embedder_mismatch(self) -> bool:
+        return self._index_embedder != (self.embedder_id, self.dim)
+
+    def _mismatch(self) -> EmbedderMismatch:
+        return EmbedderMismatch(self.location, *self._index_embedder, self.embedder_id, self.dim)
+
+    def _meta(self, conn, *keys: str, lock: bool = False) -> dict[str, str]:
+        return dict(conn.execute("SELECT key, value FROM meta WHERE key = ANY(%s)" + (" FOR SHARE" if lock else ""),
+                                 (list(keys),)).fetchall())
+
+    def index_embedder(self) -> tuple[str, int]:
+        """(embedder id, dimension) the index's vectors come from, as recorded now."""
+        with self._connection() as conn:
+            stored = self._meta(conn, "embedder", "dim")
+        if "embedder" in stored:
+            self._index_embedder = (stored["embedder"], int(stored["dim"]))
+        return self._index_embedder
+
+    def _check_embedder(self, conn) -> None:
+        """In a write's transaction: the recorded embedder is this store's (read with a share lock,
+        so a re-embedding cannot switch it until the write commits)."""
+        stored = self._meta(conn, "embedder", "dim", lock=True)
+        if "embedder" in stored:
+            self._index_embedder = (stored["embedder"], int(stored["dim"]))
+        if self.embedder_mismatch:
+            raise self._mismatch()
+
+    def content_hash_embedder(self) -> str | None:
+        """The embedder id that salts the stored content hashes, when the index was re-embedded
+        since (None: the index's own embedder)."""
+        with self._connection() as conn:
+            return self._meta(conn, "hash_embedder").get("hash_embedder")
+
+    def reembed_pending(self) -> str | None:
+        """The embedder ("id|dim") an interrupted re-embedding was staging vectors for, or None."""
+        with self._connection() as conn:
+            return self._meta(conn, "reembed_target").get("reembed_target")
+
+    # -- re-embedding (sourcegate.ingest.reembed) ---------------------------------------------
+    # New vectors are staged in `reembed_vectors` (by chunk id, with the digest of the text they
+    # were made from); `reembed_finish` puts them in a new `embedding` column of the new dimension
+    # in one transaction, then builds the HNSW index again.
+
+    def reembed_begin(self, embedder_id: str, dim: int) -> None:
+        target = f"{embedder_id}|{int(dim)}"
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+            marker = self._meta(conn, "reembed_target").get("reembed_target")
+            exists = conn.execute("SELECT to_regclass('reembed_vectors') IS NOT NULL").fetchone()[0]
+            if marker != target or not exists:
+                conn.execute("DROP TABLE IF EXISTS reembed_vectors")
+                conn.execute(f"CREATE TABLE reembed_vectors (chunk_id text PRIMARY KEY, digest text NOT NULL, "
+                             f"embedding vector({int(dim)}) NOT NULL)")
+                conn.execute("INSERT INTO meta VALUES ('reembed_target', %s) ON CONFLICT (key) DO UPDATE "
+                             "SET value = excluded.value", (target,))
+        self._reembed_target = (embedder_id, int(dim))
+
+    @staticmethod
+    def _reembed_rows(conn, after: str | None, limit: int | None) -> list[ReembedRow]:
+        sql = ("SELECT c.id, d.title, c.text, s.digest FROM chunks c JOIN documents d ON d.id = c.doc_id "
+               "LEFT JOIN reembed_vectors s ON s.chunk_id = c.id"
+               + (" WHERE c.id > %s" if after is not None else "") + " ORDER BY c.id"
+               + (" LIMIT %s" if limit else ""))
+        params = [p for p in (after, limit) if p is not None]
+        out = []
+        for cid, title, text, staged in conn.execute(sql, params).fetchall():
+            t = reembed_text(title, text)
+            digest = text_digest(t)
+            out.append(ReembedRow(cid, t, digest, staged == digest))
+        return out
+
+    def reembed_batches(self, size: int):
+        after = None
+        while True:
+            with self._connection() as conn, conn.transaction():
+                conn.execute("SET LOCAL statement_timeout = 0")
+                rows = self._reembed_rows(conn, after, size)
+            if not rows:
+                return
+            after = rows[-1].key
+            yield rows
+
+    def _stage(self, conn, rows: list[ReembedRow], vectors) -> None:
+        dim = self._reembed_target[1]
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(rows), dim):
+            raise ValueError(f"staged vectors have shape {vectors.shape}, expected ({len(rows)}, {dim})")
+        with conn.cursor() as cur:
+            cur.executemany("INSERT INTO reembed_vectors (chunk_id, digest, embedding) VALUES (%s, %s, %b) "
+                            "ON CONFLICT (chunk_id) DO UPDATE SET digest = excluded.digest, embedding = excluded.embedding",
+                            [(r.key, r.digest, v) for r, v in zip(rows, vectors)])
+
+    def reembed_stage(self, rows: list[ReembedRow], vectors) -> None:
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")
+            self._stage(conn, rows, vectors)
+
+    def reembed_finish(self, embed_missing) -> int:
+        """In one transaction: record the new embedder (first: writes of the old one wait, then
+        fail), stage what is still missing (`embed_missing(rows)` gives their vectors), replace the
+        `embedding` column by one of the new dimension filled from the staged vectors. Then the
+        HNSW index is built again (searches scan exactly meanwhile). Returns the number of chunks."""
+        embedder_id, dim = self._reembed_target
+        with self._connection() as conn:
+            with conn.transaction():
+                conn.execute("SET LOCAL statement_timeout = 0")
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK,))
+                old = self._meta(conn, "embedder")["embedder"]
+                conn.execute("UPDATE meta SET value = %s WHERE key = 'embedder'", (embedder_id,))
+                conn.execute("UPDATE meta SET value = %s WHERE key = 'dim'", (str(dim),))
+                rows = self._reembed_rows(conn, None, None)
+                missing = [r for r in rows if not r.done]
+                if missing:
+                    self._stage(conn, missing, embed_missing(missing))
+                conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw")
+                conn.execute("ALTER TABLE chunks DROP COLUMN embedding")
+                conn.execute(f"ALTER TABLE chunks ADD COLUMN embedding vector({int(dim)})")
+                conn.execute("UPDATE chunks c SET embedding = s.embedding FROM reembed_vectors s WHERE s.chunk_id = c.id")
+                # every chunk has its new vector, or nothing changes
+                conn.execute("ALTER TABLE chunks ALTER COLUMN embedding SET NOT NULL")
+                conn.execute("DROP TABLE reembed_vectors")
+                conn.execute("DELETE FROM meta WHERE key = 'reembed_target'")
+                # the stored content hashes stay salted with the first embedder's id: unchanged
+                # files are not embedded once more by the next ingest
+                conn.execute("INSERT INTO meta VALUES ('hash_embedder', %s) ON CONFLICT (key) DO NOTHING", (old,))
+            self._build_vector_index(conn)
+            with conn.transaction():
+                conn.execute("SET LOCAL statement_timeout = 0")
+                conn.execute("ANALYZE chunks")
+        self.embedder_id, self.dim = embedder_id, dim
+        self._index_embedder = (embedder_id, dim)
+        return len(rows)
 
     def _build_vector_index(self, conn) -> None:
         with conn.transaction():
@@ -545,8 +689,11 @@ class PostgresStore:
              tsv_text(doc.title, ch.heading, ch.text))
             for ch, vec, feat in zip(chunks, vectors, features)
         ]
+        if self.embedder_mismatch:
+            raise self._mismatch()
         with self._connection() as conn, conn.transaction():
             conn.execute("SET LOCAL statement_timeout = 0")
+            self._check_embedder(conn)
             if not self.durable_writes:
                 conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
@@ -611,12 +758,30 @@ class PostgresStore:
     def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
         if k <= 0:
             return []
+        if self.embedder_mismatch:
+            raise self._mismatch()
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
         where, params = self._filter_sql(filters)
-        sql = ("SELECT id, 1 - (embedding <=> %b) FROM chunks" + (f" WHERE {where}" if where else "")
-               + " ORDER BY embedding <=> %b LIMIT %s")
+        # The recorded embedder is checked in the same statement (a one-time filter): an index
+        # re-embedded by another process since this one opened it returns nothing, then is named.
+        sql = ("SELECT id, 1 - (embedding <=> %b) FROM chunks WHERE (SELECT value FROM meta WHERE key = 'embedder') = %s"
+               + (f" AND {where}" if where else "") + " ORDER BY embedding <=> %b LIMIT %s")
+        import psycopg
+
         with self._read() as conn:
-            rows = conn.execute(sql, [q, *params, q, k]).fetchall()
+            error = None
+            try:
+                rows = conn.execute(sql, [q, self.embedder_id, *params, q, k]).fetchall()
+            except psycopg.errors.DataException as e:  # another dimension now
+                rows, error = [], e
+            if not rows:
+                stored = self._meta(conn, "embedder", "dim")
+                if "embedder" in stored:
+                    self._index_embedder = (stored["embedder"], int(stored["dim"]))
+                if self.embedder_mismatch:
+                    raise self._mismatch()
+                if error is not None:
+                    raise error
         return [(cid, float(s)) for cid, s in rows]
 
     def lexical_search(self, query: str, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
@@ -721,6 +886,8 @@ class PostgresStore:
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         if not chunk_ids:
             return {}
+        if self.embedder_mismatch:
+            raise self._mismatch()
         with self._read() as conn, conn.cursor(binary=True) as cur:
             rows = cur.execute("SELECT id, embedding FROM chunks WHERE id = ANY(%s)", (list(chunk_ids),)).fetchall()
         return {cid: vec for cid, vec in rows}
@@ -745,8 +912,8 @@ class PostgresStore:
                 for status, nd, nc in conn.execute(
                     "SELECT status, count(*), coalesce(sum(chunk_count), 0) FROM documents GROUP BY status ORDER BY status")
             }
-        return StoreStats(documents=docs, chunks=chunks, by_status=by_status, embedder=self.embedder_id,
-                          location=self.location)
+        return StoreStats(documents=docs, chunks=chunks, by_status=by_status, embedder=self._index_embedder[0],
+                          location=self.location, dim=self._index_embedder[1])
 
     def analyze(self) -> None:
         """Refresh the planner's statistics (autovacuum does it too; worth doing after a bulk load)."""

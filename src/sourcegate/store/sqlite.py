@@ -19,7 +19,8 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import DocumentRecord, ExportedDocument, SearchFilters, StoreStats, checked_upsert
+from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReembedRow, SearchFilters, StoreStats,
+                   checked_upsert, reembed_text, text_digest)
 
 log = logging.getLogger(__name__)
 
@@ -185,10 +186,14 @@ class _VectorMatrix:
 
 class SqliteStore:
     def __init__(self, path: Path, embedder_id: str, dim: int, vector_backend: str = "auto",
-                 dense_index: str = "memory"):
+                 dense_index: str = "memory", allow_embedder_mismatch: bool = False):
         """`dense_index="memory"` keeps every vector in RAM (dim * 4 bytes per chunk: about 205 MB
         for 100k 512-d chunks) and scans them with one matrix product, several times faster than
-        sqlite-vec's scan; `"sqlite"` searches inside SQLite with sqlite-vec, for small machines."""
+        sqlite-vec's scan; `"sqlite"` searches inside SQLite with sqlite-vec, for small machines.
+
+        An index built with another embedder than `embedder_id` (`dim`) is refused
+        (`EmbedderMismatch`), unless `allow_embedder_mismatch`: then it opens for inspection and
+        re-embedding, and searches and writes are refused until it is re-embedded."""
         if dense_index not in ("memory", "sqlite"):
             raise ValueError("dense_index must be 'memory' or 'sqlite'")
         self.dense_index = dense_index
@@ -208,6 +213,9 @@ class SqliteStore:
         self._np_cache: _VectorMatrix | None = None
         self._df_cache: tuple[int, dict[str, int]] | None = None
         self._count_cache: tuple[int, int] | None = None
+        self._allow_mismatch = allow_embedder_mismatch
+        self._index_embedder: tuple[str, int] = (embedder_id, dim)
+        self._embedder_version: int | None = None  # data_version at which the meta was last read
         self._migrate()
 
     # -- schema -------------------------------------------------------------------------------
@@ -217,12 +225,7 @@ class SqliteStore:
             c.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
             c.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             done = {r[0] for r in c.execute("SELECT name FROM schema_migrations")}
-            vec_sql = (
-                f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{self.dim}] distance_metric=cosine, "
-                "status text, source_type text, version text)"
-                if self.vector_backend == "sqlite-vec"
-                else "CREATE TABLE chunks_vec (rowid INTEGER PRIMARY KEY, embedding BLOB NOT NULL, status TEXT, source_type TEXT, version TEXT)"
-            )
+            vec_sql = self._vec_table_sql(self.dim)
             migrations = MIGRATIONS + [("0002_vectors", [vec_sql])] + LATER_MIGRATIONS
             for name, statements in migrations:
                 if name in done:
@@ -245,16 +248,178 @@ class SqliteStore:
                     f"{self.vector_backend!r}. Install pysqlite3-binary (or rebuild the index with a fresh SOURCEGATE_HOME)."
                 )
             stored = dict(c.execute("SELECT key, value FROM meta").fetchall())
-            if "embedder" in stored and (stored["embedder"] != self.embedder_id or int(stored["dim"]) != self.dim):
-                raise RuntimeError(
-                    f"The index {self.path} was built with embedder {stored['embedder']} ({stored['dim']}-d), not "
-                    f"{self.embedder_id}. Use the same SOURCEGATE_EMBEDDER or a fresh SOURCEGATE_HOME."
-                )
+            if "embedder" in stored:
+                self._index_embedder = (stored["embedder"], int(stored["dim"]))
+                self._embedder_version = self._data_version()
+                if self.embedder_mismatch and not self._allow_mismatch:
+                    raise self._mismatch()
             # Only what is missing: opening an index must not need the write lock, which another
             # process (an ingest) may hold for a long time.
             for k, v in (("embedder", self.embedder_id), ("dim", str(self.dim)), ("vector_backend", self.vector_backend)):
                 if k not in stored:
                     c.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (k, v))
+
+    # -- the index's embedder ------------------------------------------------------------------
+    def index_embedder(self) -> tuple[str, int]:
+        """(embedder id, dimension) the index's vectors come from."""
+        with self._lock:
+            self._read_embedder()
+            return self._index_embedder
+
+    @property
+    def embedder_mismatch(self) -> bool:
+        return self._index_embedder != (self.embedder_id, self.dim)
+
+    def _mismatch(self) -> EmbedderMismatch:
+        return EmbedderMismatch(str(self.path), *self._index_embedder, self.embedder_id, self.dim)
+
+    def _read_embedder(self) -> None:
+        """The index's embedder as recorded, read again when another connection has written (a
+        re-embedding by another process switches it)."""
+        version = self._data_version()
+        if version != self._embedder_version:
+            stored = dict(self._conn.execute("SELECT key, value FROM meta WHERE key IN ('embedder', 'dim')").fetchall())
+            if "embedder" in stored:
+                self._index_embedder = (stored["embedder"], int(stored["dim"]))
+            self._embedder_version = version
+
+    def _check_embedder(self) -> None:
+        """Refuse to search or write vectors of another embedder's space."""
+        self._read_embedder()
+        if self.embedder_mismatch:
+            raise self._mismatch()
+
+    # -- re-embedding (sourcegate.ingest.reembed) ---------------------------------------------
+    # New vectors are staged in `reembed_vectors` (by chunk rowid, with the digest of the text they
+    # were made from); `reembed_finish` swaps them in as `chunks_vec` in one transaction.
+
+    def _reembed_digest(self, title: str | None, text: str | None) -> tuple[str, str]:
+        t = reembed_text(title, text)
+        return t, text_digest(t)
+
+    def reembed_begin(self, embedder_id: str, dim: int) -> None:
+        target = f"{embedder_id}|{int(dim)}"
+        c = self._conn
+        with self._lock:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                row = c.execute("SELECT value FROM meta WHERE key='reembed_target'").fetchone()
+                exists = c.execute("SELECT 1 FROM sqlite_master WHERE name='reembed_vectors'").fetchone()
+                if row is None or row[0] != target or not exists:
+                    c.execute("DROP TABLE IF EXISTS reembed_vectors")
+                    c.execute("CREATE TABLE reembed_vectors (rowid INTEGER PRIMARY KEY, digest TEXT NOT NULL, "
+                              "embedding BLOB NOT NULL)")
+                    c.execute("INSERT OR REPLACE INTO meta VALUES ('reembed_target', ?)", (target,))
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+        self._reembed_target = (embedder_id, int(dim))
+
+    def _reembed_rows(self, after: int, limit: int | None) -> list[tuple[ReembedRow, int]]:
+        sql = ("SELECT c.rowid, d.title, c.text, s.digest FROM chunks c JOIN documents d ON d.id = c.doc_id "
+               "LEFT JOIN reembed_vectors s ON s.rowid = c.rowid WHERE c.rowid > ? ORDER BY c.rowid")
+        rows = self._conn.execute(sql + (" LIMIT ?" if limit else ""), (after, limit) if limit else (after,)).fetchall()
+        out = []
+        for rowid, title, text, staged in rows:
+            t, digest = self._reembed_digest(title, text)
+            out.append(ReembedRow(rowid, t, digest, staged == digest))
+        return out
+
+    def reembed_batches(self, size: int):
+        """Every chunk, in batches of `size`, in rowid order (read batch by batch: writes of other
+        processes between batches are allowed; `reembed_finish` checks again)."""
+        after = 0
+        while True:
+            with self._lock:
+                rows = self._reembed_rows(after, size)
+            if not rows:
+                return
+            after = int(rows[-1].key)
+            yield rows
+
+    def reembed_stage(self, rows: list[ReembedRow], vectors: np.ndarray) -> None:
+        dim = self._reembed_target[1]
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.shape != (len(rows), dim):
+            raise ValueError(f"staged vectors have shape {vectors.shape}, expected ({len(rows)}, {dim})")
+        c = self._conn
+        with self._lock:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.executemany("INSERT OR REPLACE INTO reembed_vectors (rowid, digest, embedding) VALUES (?, ?, ?)",
+                              [(int(r.key), r.digest, v.tobytes()) for r, v in zip(rows, vectors)])
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+
+    def reembed_finish(self, embed_missing) -> int:
+        """In one transaction: stage what is still missing (`embed_missing(rows)` gives their
+        vectors), replace `chunks_vec` by a table of the new dimension holding the staged vectors,
+        record the new embedder. Returns the number of chunks."""
+        embedder_id, dim = self._reembed_target
+        c = self._conn
+        with self._lock:
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                rows = self._reembed_rows(0, None)
+                missing = [r for r in rows if not r.done]
+                if missing:
+                    vectors = np.asarray(embed_missing(missing), dtype=np.float32)
+                    if vectors.shape != (len(missing), dim):
+                        raise ValueError(f"vectors of shape {vectors.shape}, expected ({len(missing)}, {dim})")
+                    c.executemany("INSERT OR REPLACE INTO reembed_vectors (rowid, digest, embedding) VALUES (?, ?, ?)",
+                                  [(int(r.key), r.digest, v.tobytes()) for r, v in zip(missing, vectors)])
+                c.execute("DROP TABLE chunks_vec")
+                c.execute(self._vec_table_sql(dim))
+                c.execute("""INSERT INTO chunks_vec (rowid, embedding, status, source_type, version)
+                             SELECT c.rowid, s.embedding, c.status, coalesce(d.source_type, ''), coalesce(d.version, '')
+                             FROM chunks c JOIN documents d ON d.id = c.doc_id JOIN reembed_vectors s ON s.rowid = c.rowid
+                             ORDER BY c.rowid""")
+                n = c.execute("SELECT count(*) FROM chunks_vec").fetchone()[0]
+                if n != len(rows):  # cannot happen: every chunk was staged above
+                    raise RuntimeError(f"re-embedding: {n} vectors for {len(rows)} chunks; nothing was changed")
+                c.execute("DROP TABLE reembed_vectors")
+                c.execute("DELETE FROM meta WHERE key = 'reembed_target'")
+                c.execute("INSERT OR REPLACE INTO meta VALUES ('embedder', ?)", (embedder_id,))
+                c.execute("INSERT OR REPLACE INTO meta VALUES ('dim', ?)", (str(dim),))
+                # The stored content hashes were salted with the first embedder's id (see
+                # `content_hash_embedder`): kept, so unchanged files are not embedded once more.
+                c.execute("INSERT OR IGNORE INTO meta VALUES ('hash_embedder', ?)", (self._index_embedder[0],))
+                c.execute("COMMIT")
+            except BaseException:
+                if c.in_transaction:
+                    c.execute("ROLLBACK")
+                raise
+            finally:
+                self._invalidate()
+            self.embedder_id, self.dim = embedder_id, dim
+            self._index_embedder = (embedder_id, dim)
+            self._embedder_version = self._data_version()
+        return len(rows)
+
+    def content_hash_embedder(self) -> str | None:
+        """The embedder id that salts the stored documents' content hashes, when the index was
+        re-embedded since (None: the index's own embedder)."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='hash_embedder'").fetchone()
+        return row[0] if row else None
+
+    def reembed_pending(self) -> str | None:
+        """The embedder ("id|dim") an interrupted re-embedding was staging vectors for, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key='reembed_target'").fetchone()
+        return row[0] if row else None
+
+    def _vec_table_sql(self, dim: int) -> str:
+        return (f"CREATE VIRTUAL TABLE chunks_vec USING vec0(embedding float[{int(dim)}] distance_metric=cosine, "
+                "status text, source_type text, version text)"
+                if self.vector_backend == "sqlite-vec"
+                else "CREATE TABLE chunks_vec (rowid INTEGER PRIMARY KEY, embedding BLOB NOT NULL, status TEXT, "
+                     "source_type TEXT, version TEXT)")
 
     # -- writes -------------------------------------------------------------------------------
     def _delete_chunks(self, doc_id: str) -> None:
@@ -275,6 +440,7 @@ class SqliteStore:
         with self._lock:
             c.execute("BEGIN IMMEDIATE")
             try:
+                self._check_embedder()  # under the write lock: a re-embedding cannot switch it meanwhile
                 self._delete_chunks(doc.id)
                 c.execute(
                     """INSERT INTO documents (id, title, url, source_type, version, status, updated_at, content_hash,
@@ -398,6 +564,7 @@ class SqliteStore:
         if k <= 0:
             return []
         with self._lock:
+            self._check_embedder()
             # sqlite-vec's KNN filters on its own columns only: filters on the document (id, metadata)
             # take the exact scan, which applies them to every row before ranking.
             if self.dense_index == "sqlite" and self.vector_backend == "sqlite-vec" and not filters.by_document:
@@ -550,6 +717,7 @@ class SqliteStore:
         if not chunk_ids:
             return {}
         with self._lock:
+            self._check_embedder()
             rows = self._conn.execute(
                 f"SELECT id, rowid FROM chunks WHERE id IN ({','.join('?' * len(chunk_ids))})", chunk_ids
             ).fetchall()
@@ -587,8 +755,9 @@ class SqliteStore:
                 "SELECT status, count(*), coalesce(sum(chunk_count), 0) FROM documents GROUP BY status ORDER BY status"
             ):
                 by_status[status] = {"documents": nd, "chunks": nc}
-        return StoreStats(documents=docs, chunks=chunks, by_status=by_status, embedder=self.embedder_id,
-                          location=str(self.path))
+            self._read_embedder()
+        return StoreStats(documents=docs, chunks=chunks, by_status=by_status, embedder=self._index_embedder[0],
+                          location=str(self.path), dim=self._index_embedder[1])
 
     def close(self) -> None:
         with self._lock:
