@@ -150,3 +150,15 @@ def test_french_question_reaches_the_english_lockout_procedure(demo_index, embed
     docs = [c.doc_id for c in r.retrieve(q, bridged=bridged.text)[0]]
     assert "PROC-LOTO-01" in docs[:6]
     store.close()
+
+
+def test_an_archived_source_says_so_in_the_source_list():
+    from sourcegate.answer import citation, source_line
+    from sourcegate.models import Candidate
+
+    old = Candidate(id="g#0", doc_id="GUARD-03-v1", title="Guardrail 3", text="…", status="archived", version="1.0")
+    new = Candidate(id="h#0", doc_id="GUARD-03-v2", title="Guardrail 3", text="…", status="current", version="2.0")
+    c_old, c_new = citation(1, old), citation(2, new)
+    assert source_line(1, c_old.title, c_old.doc_id, note=c_old.note) == \
+        "[1] Guardrail 3 (GUARD-03-v1; archived revision, version 1.0)"
+    assert source_line(2, c_new.title, c_new.doc_id, note=c_new.note) == "[2] Guardrail 3 (GUARD-03-v2)"

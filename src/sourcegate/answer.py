@@ -29,6 +29,8 @@ class Citation:
     page: int | None = None
     section: str | None = None
     link: str | None = None
+    # "archived revision, version 1.0" for a source that is not current (a question that named it)
+    note: str | None = None
 
 
 @dataclass
@@ -478,19 +480,24 @@ def extract_premise(query: str, against: list[str] | None = None) -> str:
 
 
 def citation(n: int, c: Candidate) -> Citation:
-    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading))
+    note = None
+    if c.status == "archived":
+        note = "archived revision" + (f", version {c.version}" if c.version else "")
+    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading), note)
 
 
 def source_line(n: int, title: str, doc_id: str, page: int | None = None, section: str | None = None,
-                link: str | None = None) -> str:
-    """`[1] Title (doc-id), p. 7 https://host/manual.pdf#page=7`: one line of a source list."""
+                link: str | None = None, note: str | None = None) -> str:
+    """`[1] Title (doc-id), p. 7 https://host/manual.pdf#page=7`: one line of a source list; an archived
+    source says so (`[1] Title (doc-id; archived revision, version 1.0)`)."""
     where = location_label(page, section)
-    return f"[{n}] {title} ({doc_id})" + (f", {where}" if where else "") + (f" {link}" if link else "")
+    return (f"[{n}] {title} ({doc_id}" + (f"; {note}" if note else "") + ")" + (f", {where}" if where else "")
+            + (f" {link}" if link else ""))
 
 
 def _sources(cands: list[Candidate]) -> tuple[str, list[Citation]]:
     cites = [citation(n, c) for n, c in enumerate(cands, start=1)]
-    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link) for c in cites]
+    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link, c.note) for c in cites]
     return "Sources:\n" + "\n".join(lines), cites
 
 
@@ -637,7 +644,7 @@ def assemble_parts(sections: list[tuple[str, WrittenAnswer | None]]) -> WrittenA
         body = re.sub(r"^From the documents:\n", "", body)
         body = re.sub(r"\[(\d+)\]", lambda m: f"[{local.get(int(m.group(1)), int(m.group(1)))}]", body)
         blocks.append(f"{question}\n{body}")
-    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link) for c in cites]
+    lines = [source_line(c.n, c.title, c.doc_id, c.page, c.section, c.link, c.note) for c in cites]
     text = "From the documents, part by part:\n\n" + "\n\n".join(blocks)
     if lines:
         text += _SOURCES_BLOCK + "\n".join(lines)
