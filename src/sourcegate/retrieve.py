@@ -125,19 +125,6 @@ def is_multi_document(query: str) -> bool:
 
 
 VERSIONS_TTL_S = 60.0
-_SIDE: "ThreadPoolExecutor | None" = None
-_SIDE_LOCK = threading.Lock()
-
-
-def _side_pool() -> "ThreadPoolExecutor":
-    """Threads for the lexical searches of stores that read concurrently (shared by the process)."""
-    global _SIDE
-    with _SIDE_LOCK:
-        if _SIDE is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _SIDE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sourcegate-lexical")
-        return _SIDE
 
 
 class Retriever:
@@ -195,20 +182,11 @@ class Retriever:
         else:
             dense = {}
             lexical = []
-            # A store whose reads run side by side (PostgreSQL's pool of connections) runs the
-            # lexical searches on another thread while this one runs the dense ones.
-            pending = None
-            if getattr(self.store, "concurrent_reads", False):
-                pending = _side_pool().submit(
-                    lambda: [h for f in (filters, *extra) for h in self.store.lexical_search(lexical_text, s.lexical_pool, f)])
             for f in (filters, *extra):
                 for v in vecs:
                     for cid, sim in self.store.dense_search(v, s.dense_pool, f):
                         dense[cid] = max(sim, dense.get(cid, -1.0))
-                if pending is None:
-                    lexical.extend(self.store.lexical_search(lexical_text, s.lexical_pool, f))
-            if pending is not None:
-                lexical = pending.result()
+                lexical.extend(self.store.lexical_search(lexical_text, s.lexical_pool, f))
         t2 = time.perf_counter()
         ids = list(dict.fromkeys([*dense.keys(), *(cid for cid, _ in lexical)]))
         # One fetch serves both: the similarity of BM25-only hits and the vectors handed to the judge.

@@ -272,9 +272,6 @@ def _connection_lost(e: BaseException) -> bool:
 
 class PostgresStore:
     vector_backend = "pgvector-hnsw"
-    # each read takes its own connection from the pool: the retriever runs the lexical search
-    # beside the dense one
-    concurrent_reads = True
 
     def __init__(self, url: str, embedder_id: str, dim: int, *, language: str = "en", pool_size: int = 4,
                  ef_search: int = 100, connect_timeout: float = 10.0, maintenance_work_mem: str = "512MB",
