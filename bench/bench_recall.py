@@ -9,10 +9,12 @@ questions are the 1,085 of `../shared/data/real/train` that a passage answers or
 61-passage library. Figures per kind, per language direction (question language -> language of the
 answering passages) and per source.
 
-    python bench/bench_recall.py [--compare REF] [--workdir DIR] [--rebuild] [--json FILE]
+    python bench/bench_recall.py [--compare REF] [--workdir DIR] [--rebuild] [--gate N] [--json FILE]
 
 The index of each tree is kept in --workdir, named after the embedder and the code that builds it;
-`--compare REF` runs the checkout of a git ref in the same run (its own index).
+`--compare REF` runs the checkout of a git ref in the same run (its own index). `--gate N` also puts
+N of the 1,398 train questions (every kind, a fixed sample) through the whole gate on that index
+(`sourcegate eval`): accuracy with sources checked, status accuracy, unsafe answers.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def _measure(workdir: Path, rebuild: bool) -> dict:
             r = json.loads(line)
             lang_of[r["id"]] = r.get("lang", "?")
     store, built = library("corpus", export)
+    results["corpus_db"] = str(store.path)
     results["corpus"] = run(store, _questions(), lang_of)
     results["corpus"]["chunks"] = store.stats().chunks
     results["corpus"]["build_s"] = built
@@ -159,7 +162,33 @@ def summarise(res: dict) -> dict:
     return out
 
 
-def measure_tree(src: Path, workdir: Path, rebuild: bool) -> dict:
+def gate_sample(n: int) -> list[dict]:
+    """`n` of the train questions, every kind, the same sample for every tree (by a hash of the id)."""
+    rows = []
+    for part in PARTS:
+        rows += [json.loads(x) for x in (DATA / "train" / "parts" / f"{part}.jsonl").read_text().splitlines() if x.strip()]
+    rows.sort(key=lambda q: hashlib.sha256(q["id"].encode()).hexdigest())
+    return rows[:n]
+
+
+def run_gate(src: Path, db: Path, n: int, workdir: Path) -> dict:
+    import shutil
+
+    home = Path(tempfile.mkdtemp(prefix="sg-recall-gate-", dir=workdir))
+    shutil.copy(db, home / "index.db")
+    questions = home / "questions.jsonl"
+    questions.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in gate_sample(n)))
+    env = dict(os.environ, SOURCEGATE_HOME=str(home), AUDIT_ENABLED="false")
+    cli = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src / 'src')!r}); from sourcegate.cli import main; main()"]
+    out = subprocess.run(cli + ["eval", str(questions), "--json"], env=env, check=True, capture_output=True, text=True).stdout
+    shutil.rmtree(home, ignore_errors=True)
+    m = json.loads(out)["metrics"]
+    return {"cases": m["cases"], "accuracy": m["accuracy"], "status_accuracy": m["status_accuracy"],
+            "unsafe_answers": m["unsafe_answers"], "forbidden_leaks": m["forbidden_leaks"],
+            "by_kind": {k: v["accuracy"] for k, v in m["by_kind"].items()}}
+
+
+def measure_tree(src: Path, workdir: Path, rebuild: bool, gate: int = 0) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / f"result-{os.getpid()}.json"
     code = (f"import sys, json; sys.path.insert(0, {str(src / 'src')!r}); sys.path.insert(0, {str(REPO / 'bench')!r}); "
@@ -168,7 +197,10 @@ def measure_tree(src: Path, workdir: Path, rebuild: bool) -> dict:
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(src))
     res = json.loads(out.read_text())
     out.unlink()
-    return summarise(res)
+    summary = summarise(res)
+    if gate:
+        summary["gate"] = run_gate(src, Path(res["corpus_db"]), gate, workdir)
+    return summary
 
 
 def checkout(ref: str) -> Path:
@@ -182,6 +214,7 @@ def main(argv=None) -> int:
     ap.add_argument("--compare", metavar="REF", help="also measure the checkout of this git ref, in the same run")
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "sourcegate-recall")
     ap.add_argument("--rebuild", action="store_true", help="ingest the libraries again")
+    ap.add_argument("--gate", type=int, default=0, metavar="N", help="also N train questions through the whole gate")
     ap.add_argument("--json", type=Path, help="write every figure here")
     a = ap.parse_args(argv)
     trees = [("now", REPO)]
@@ -189,7 +222,7 @@ def main(argv=None) -> int:
         trees.insert(0, (a.compare, checkout(a.compare)))
     report = {}
     for label, src in trees:
-        report[label] = measure_tree(src, a.workdir, a.rebuild)
+        report[label] = measure_tree(src, a.workdir, a.rebuild, a.gate)
     for label, s in report.items():
         c, d = s["corpus"], s["dev"]
         print(f"== {label} ({s['embedder']}): corpus {c['chunks']} chunks"
@@ -199,6 +232,11 @@ def main(argv=None) -> int:
         for key in ("by_kind", "by_direction", "by_part"):
             print("   ", key, " ".join(f"{k}={v[0]}({v[1]})" for k, v in c[key].items()))
         print(f"  dev, its library: recall {d['recall']} ({d['questions']}), @5 {d['recall_at_5']}; missed {d['missed']}")
+        if "gate" in s:
+            g = s["gate"]
+            print(f"  gate on {g['cases']} train questions, whole corpus: accuracy {g['accuracy']} (status "
+                  f"{g['status_accuracy']}), unsafe {g['unsafe_answers']}, forbidden {g['forbidden_leaks']}")
+            print("    by_kind", " ".join(f"{k}={v}" for k, v in sorted(g["by_kind"].items())))
     if a.json:
         a.json.write_text(json.dumps(report, indent=1))
     return 0

@@ -18,10 +18,10 @@ def test_fuse_weights_and_floor():
     ranked = fuse(dense, overlap, {"c": 4.0, "d": 8.0}, s=S)
     ids = [cid for cid, _ in ranked]
     # b: 0.85*0.7 + 0.15*1 = 0.745 beats a: 0.68; c survives the floor through BM25 + overlap
-    # (0.85*0.05 + 0.15*0.6 + 0.17*4/8 = 0.2175); d, the best BM25 hit, shares too few terms.
+    # (0.85*0.05 + 0.15*0.6 + 0.08*4/8 = 0.1725); d, the best BM25 hit, shares too few terms.
     assert ids == ["b", "a", "c"]
     assert abs(dict(ranked)["b"] - 0.745) < 1e-9
-    assert abs(dict(ranked)["c"] - 0.2175) < 1e-9
+    assert abs(dict(ranked)["c"] - 0.1725) < 1e-9
     only_dense = fuse(dense, overlap, set(), RetrievalSettings(dense_weight=1.0, lexical_weight=0.0, bm25_weight=0.0))
     assert [cid for cid, _ in only_dense] == ["a", "b"]
 
@@ -29,7 +29,7 @@ def test_fuse_weights_and_floor():
 def test_the_bm25_score_lifts_the_passage_that_holds_the_rare_terms():
     # a and b are as close by meaning and share as many of the question's words; BM25 ranks b far
     # above a (b holds the rare ones): b goes first, and without the BM25 weight a would.
-    dense, overlap = {"a": 0.62, "b": 0.60}, {"a": 0.5, "b": 0.5}
+    dense, overlap = {"a": 0.61, "b": 0.60}, {"a": 0.5, "b": 0.5}
     assert [c for c, _ in fuse(dense, overlap, {"a": 1.0, "b": 9.0}, S)] == ["b", "a"]
     assert [c for c, _ in fuse(dense, overlap, {"a": 1.0, "b": 9.0}, RetrievalSettings(bm25_weight=0.0))] == ["a", "b"]
 

@@ -32,7 +32,7 @@ class RetrievalSettings:
     min_score: float = 0.1
     dense_weight: float = 0.85
     lexical_weight: float = 0.15  # share of the query's terms the passage holds
-    bm25_weight: float = 0.17  # the passage's BM25 score over the best lexical hit's
+    bm25_weight: float = 0.08  # the passage's BM25 score over the best lexical hit's
     candidates: int = 12
     include_archived: bool = False
     named_versions: bool = True  # a question naming an archived version reads that version

@@ -62,7 +62,7 @@ class Settings(BaseSettings):
     retrieve_min_score: float = Field(0.1, validation_alias=_env("RETRIEVE_MIN_SCORE"))
     retrieve_dense_weight: float = Field(0.85, validation_alias=_env("RETRIEVE_DENSE_WEIGHT"))
     retrieve_lexical_weight: float = Field(0.15, validation_alias=_env("RETRIEVE_LEXICAL_WEIGHT"))
-    retrieve_bm25_weight: float = Field(0.17, validation_alias=_env("RETRIEVE_BM25_WEIGHT"))
+    retrieve_bm25_weight: float = Field(0.08, validation_alias=_env("RETRIEVE_BM25_WEIGHT"))
     retrieve_include_archived: bool = Field(False, validation_alias=_env("RETRIEVE_INCLUDE_ARCHIVED"))
     retrieve_named_versions: bool = Field(True, validation_alias=_env("RETRIEVE_NAMED_VERSIONS"))
     evidence_max_single: int = Field(5, validation_alias=_env("EVIDENCE_MAX_SINGLE"))
