@@ -149,8 +149,8 @@ class Retriever:
         """Extra searches for the archived versions the question names, under the request's default
         filters only (a request that filters on its own says what it wants to read)."""
         s = self.settings
-        if not s.named_versions or s.include_archived or filters != SearchFilters():
-            return []
+        if not s.named_versions or s.include_archived or filters != SearchFilters() or not _VERSION_TOKEN.search(query):
+            return []  # (a question with no number lists no documents)
         return [replace(filters, exclude_status=(), version=v) for v in named_versions(query, self.archived_versions())]
 
     def retrieve(self, query: str, filters: SearchFilters | None = None,
