@@ -39,7 +39,8 @@ def test_named_versions():
     assert named_versions("Under guardrails v1.0, which controls applied?", versions) == ["1.0"]
     assert named_versions("In version 1.0 of the guidance, who signs off?", versions) == ["1.0"]
     assert named_versions("Vitam 2.1 : quel fichier modifier ?", versions) == ["2.1"]
-    assert named_versions("Dans PostgreSQL 13, que vaut le paramètre ?", versions) == ["13"]
+    assert named_versions("Dans la version 13, que vaut le paramètre ?", versions) == ["13"]
+    assert named_versions("Dans PostgreSQL 13, que vaut le paramètre ?", versions) == []  # a name, not a version word
     assert named_versions("Upgrading from 7.0.1: what changes?", versions) == ["7.0.1"]
     # a whole number that is a count, not a version; versions of other numbers; numbers inside others
     assert named_versions("Prometheus keeps 30 days of metrics: how do I keep 13?", versions) == []

@@ -94,9 +94,9 @@ _VERSION_TOKEN = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)*)(?![\w]|\.\d)")
 
 
 def named_versions(query: str, versions: set[str]) -> list[str]:
-    """The library's versions that the question names: "1.0", "v1.0", "version 13", "PostgreSQL 16",
-    "Vitam 2.1". A dotted number is a version wherever it stands; a whole number only right after a
-    version word or a product's capitalised name (so "keep 30 days" names no version 30)."""
+    """The library's versions that the question names: "1.0", "v1.0", "version 13", "Vitam 2.1". A
+    dotted number is a version wherever it stands; a whole number only after "v" or a version word
+    (so "keep 30 days" or "Python 3" names no version)."""
     if not versions:
         return []
     out = []
@@ -104,10 +104,7 @@ def named_versions(query: str, versions: set[str]) -> list[str]:
         v = m.group(1)
         if v not in versions:
             continue
-        before = query[: m.start()]
-        word = re.search(r"(\S+)\s*$", before)
-        if ("." in v or m.group(0).lower().startswith("v") or _VERSION_WORD.search(before)
-                or (word is not None and word.group(1)[:1].isupper() and word.group(1).isalpha())):
+        if "." in v or m.group(0).lower().startswith("v") or _VERSION_WORD.search(query[: m.start()]):
             out.append(v)
     return list(dict.fromkeys(out))
 
