@@ -203,12 +203,6 @@ def measure_tree(src: Path, workdir: Path, rebuild: bool, gate: int = 0) -> dict
     return summary
 
 
-def checkout(ref: str) -> Path:
-    dest = Path(tempfile.mkdtemp(prefix="sg-recall-")) / "tree"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(dest), ref], check=True, capture_output=True)
-    return dest
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", metavar="REF", help="also measure the checkout of this git ref, in the same run")
@@ -217,12 +211,14 @@ def main(argv=None) -> int:
     ap.add_argument("--gate", type=int, default=0, metavar="N", help="also N train questions through the whole gate")
     ap.add_argument("--json", type=Path, help="write every figure here")
     a = ap.parse_args(argv)
-    trees = [("now", REPO)]
-    if a.compare:
-        trees.insert(0, (a.compare, checkout(a.compare)))
     report = {}
-    for label, src in trees:
-        report[label] = measure_tree(src, a.workdir, a.rebuild, a.gate)
+    if a.compare:
+        sys.path.insert(0, str(REPO / "bench"))
+        from _common import checkout
+
+        with checkout(a.compare) as wt:
+            report[a.compare] = measure_tree(wt, a.workdir, a.rebuild, a.gate)
+    report["now"] = measure_tree(REPO, a.workdir, a.rebuild, a.gate)
     for label, s in report.items():
         c, d = s["corpus"], s["dev"]
         print(f"== {label} ({s['embedder']}): corpus {c['chunks']} chunks"
