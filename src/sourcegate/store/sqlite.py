@@ -152,9 +152,9 @@ LEXICAL_POSTINGS_BUDGET = 0.10  # share of the chunks
 
 
 # From this many vectors on, the scan reads an int8 copy of the matrix (a quarter of the memory
-# traffic, SIMD dot products) and the best `RESCORE_MIN`/`RESCORE_FACTOR * k` rows by that scan are
-# scored again exactly in float32: the ranking is the exact one unless a true neighbour falls that far
-# down the int8 order (bench/README.md, "Dense search at 100k").
+# traffic, SIMD dot products) and the best max(`RESCORE_MIN`, `RESCORE_FACTOR` * k) rows by that scan
+# are scored again exactly in float32: the ranking is the exact one unless a true neighbour falls that
+# far down the int8 order (bench/README.md, "Retrieval on people's questions at library scale", speed).
 INT8_MIN_ROWS = 20_000
 RESCORE_MIN = 128
 RESCORE_FACTOR = 8
