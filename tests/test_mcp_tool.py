@@ -147,6 +147,24 @@ def test_tool_result_stays_small():
     assert data["status"] == "answer_from_evidence" and data["guidance"] == "g"
 
 
+def test_the_text_block_says_a_cited_source_is_an_archived_revision():
+    from sourcegate.server.mcp_tool import result_text
+
+    scores = {"is_relevant": 1, "contains_answer_evidence": 1, "contradicts_query_premise": 0,
+              "contains_prompt_injection": 0, "is_superseded": 0}
+    old = PassageOut(id="g#1", doc_id="GUARD-03-v1", title="Guardrail 3", url=None, text="The CIO approves.",
+                     version="1.0", status="archived", scores=scores)
+    new = PassageOut(id="g#2", doc_id="GUARD-03-v2", title="Guardrail 3", url=None, text="Secure endpoints.",
+                     version="2.0", status="current", scores=scores)
+    r = AskResult(status="answer_from_evidence", guidance="g", answer=None, evidence=[old, new], conflicts=[],
+                  audit_id="x", model="m")
+    data = tool_payload(r)
+    assert data["evidence"][0]["status"] == "archived"
+    text = result_text(data)
+    assert "[1] Guardrail 3 (GUARD-03-v1; archived revision, version 1.0)" in text
+    assert "[2] Guardrail 3 (GUARD-03-v2)" in text
+
+
 def test_mcp_result_carries_the_written_answer_beside_the_passages(tmp_path):
     from fakes.chat_server import FakeChatServer
     from test_llm_writer import p200_reply

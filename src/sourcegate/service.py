@@ -57,6 +57,8 @@ class PassageOut(BaseModel):
     url: str | None = None
     text: str
     version: str | None = None
+    # "archived" for a revision that reached the gate because the question named its version
+    status: str | None = None
     scores: dict[str, float]
     # The kind of source, its trust tier (GATE_TRUST_TIERS) and why the gate put it where it is
     # (evidence, evidence_disagrees, contradicts_premise, disagrees_with_higher_tier).
@@ -392,7 +394,7 @@ class SourceGate:
         cap = self.settings.max_passage_chars
         text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
         return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
-                          scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason,
+                          status=c.status, scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason,
                           page=c.page, section=c.heading, link=deep_link(c.url, c.page, c.heading))
 
     @staticmethod
