@@ -479,11 +479,16 @@ def extract_premise(query: str, against: list[str] | None = None) -> str:
     return with_facts[0]
 
 
+def archived_note(status: str | None, version: str | None) -> str | None:
+    """What a source list says of a source that is not current: "archived revision, version 1.0"."""
+    if status != "archived":
+        return None
+    return "archived revision" + (f", version {version}" if version else "")
+
+
 def citation(n: int, c: Candidate) -> Citation:
-    note = None
-    if c.status == "archived":
-        note = "archived revision" + (f", version {c.version}" if c.version else "")
-    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading), note)
+    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading),
+                    archived_note(c.status, c.version))
 
 
 def source_line(n: int, title: str, doc_id: str, page: int | None = None, section: str | None = None,

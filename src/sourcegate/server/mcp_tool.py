@@ -15,7 +15,7 @@ from typing import Any
 import mcp_types as types
 from mcp.server.lowlevel import Server
 
-from ..answer import conflict_warnings, source_line
+from ..answer import archived_note, conflict_warnings, source_line
 from ..inert import inert_markup
 from ..service import AskResult, QueryError
 from ..settings import Settings
@@ -210,8 +210,7 @@ def result_text(data: dict[str, Any]) -> str:
         lines.append("")
         lines.append("sources:")
         for n, p in enumerate(sources, start=1):
-            note = f"archived revision, version {p['version']}" if p.get("status") == "archived" and p.get("version") \
-                else ("archived revision" if p.get("status") == "archived" else None)
+            note = archived_note(p.get("status"), p.get("version"))
             lines.append(inert_markup(source_line(n, p["title"], p["doc_id"], p.get("page"), p.get("section"), note=note))
                          + (f" {p.get('link') or p['url']}" if p.get("url") else ""))
     writer = data.get("writer") or {}
