@@ -35,20 +35,21 @@ DATA = REPO.parent / "shared" / "data" / "real"
 PARTS = ("etalab", "notify", "openstack-a", "openstack-b", "pgdocs", "scuba", "vitam")
 
 
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _train_rows() -> list[dict]:
+    """Every train question, with the source (`part`) it was written on."""
+    return [dict(q, part=part) for part in PARTS for q in _jsonl(DATA / "train" / "parts" / f"{part}.jsonl")]
+
+
 def _questions() -> list[dict]:
-    out = []
-    for part in PARTS:
-        for line in (DATA / "train" / "parts" / f"{part}.jsonl").read_text().splitlines():
-            if line.strip():
-                q = json.loads(line)
-                if q["expected_sources"]:
-                    q["part"] = part
-                    out.append(q)
-    return out
+    return [q for q in _train_rows() if q["expected_sources"]]
 
 
 def _dev_questions() -> list[dict]:
-    rows = [json.loads(x) for x in (DATA / "dev" / "questions.jsonl").read_text().splitlines() if x.strip()]
+    rows = _jsonl(DATA / "dev" / "questions.jsonl")
     return [dict(q, id=q.get("id") or f"dev-{n + 1:03d}") for n, q in enumerate(rows) if q.get("expected_sources")]
 
 
@@ -56,7 +57,7 @@ def corpus_export(workdir: Path) -> Path:
     """The corpus as a JSON passage export (one document a passage, as `sourcegate ingest` reads it)."""
     out = workdir / "corpus.json"
     if not out.exists():
-        rows = [json.loads(x) for x in (DATA / "corpus" / "passages.jsonl").read_text().splitlines() if x.strip()]
+        rows = _jsonl(DATA / "corpus" / "passages.jsonl")
         export = [{k: r[k] for k in ("id", "title", "text", "url", "version", "status") if r.get(k)} for r in rows]
         out.write_text(json.dumps(export, ensure_ascii=False))
     return out
@@ -114,11 +115,7 @@ def _measure(workdir: Path, rebuild: bool) -> dict:
         return {"rows": rows, "ms": ms}
 
     export = corpus_export(workdir)
-    lang_of = {}
-    for line in (DATA / "corpus" / "passages.jsonl").read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            lang_of[r["id"]] = r.get("lang", "?")
+    lang_of = {r["id"]: r.get("lang", "?") for r in _jsonl(DATA / "corpus" / "passages.jsonl")}
     store, built = library("corpus", export)
     results["corpus_db"] = str(store.path)
     results["corpus"] = run(store, _questions(), lang_of)
@@ -164,11 +161,8 @@ def summarise(res: dict) -> dict:
 
 def gate_sample(n: int) -> list[dict]:
     """`n` of the train questions, every kind, the same sample for every tree (by a hash of the id)."""
-    rows = []
-    for part in PARTS:
-        rows += [json.loads(x) for x in (DATA / "train" / "parts" / f"{part}.jsonl").read_text().splitlines() if x.strip()]
-    rows.sort(key=lambda q: hashlib.sha256(q["id"].encode()).hexdigest())
-    return rows[:n]
+    rows = sorted(_train_rows(), key=lambda q: hashlib.sha256(q["id"].encode()).hexdigest())
+    return [{k: v for k, v in q.items() if k != "part"} for q in rows[:n]]
 
 
 def run_gate(src: Path, db: Path, n: int, workdir: Path) -> dict:
