@@ -22,7 +22,7 @@ def test_fuse_weights_and_floor():
     assert ids == ["b", "a", "c"]
     assert abs(dict(ranked)["b"] - 0.745) < 1e-9
     assert abs(dict(ranked)["c"] - 0.1725) < 1e-9
-    only_dense = fuse(dense, overlap, set(), RetrievalSettings(dense_weight=1.0, lexical_weight=0.0, bm25_weight=0.0))
+    only_dense = fuse(dense, overlap, {}, RetrievalSettings(dense_weight=1.0, lexical_weight=0.0, bm25_weight=0.0))
     assert [cid for cid, _ in only_dense] == ["a", "b"]
 
 

@@ -70,20 +70,19 @@ def lexical_overlap(terms: list[str], text: str) -> float:
     return hits / len(terms)
 
 
-def fuse(dense: dict[str, float], overlap: dict[str, float], lexical: dict[str, float] | set[str],
+def fuse(dense: dict[str, float], overlap: dict[str, float], lexical: dict[str, float],
          s: RetrievalSettings) -> list[tuple[str, float]]:
     """Rerank candidates: weights on dense similarity, lexical overlap and the BM25 score relative to
-    the best lexical hit (`lexical`: BM25 scores, higher is better; a set counts every hit as the best).
+    the best lexical hit (`lexical`: the BM25 hits and their scores, higher is better).
     A candidate under the minimum dense score survives only if BM25 found it and it
     shares at least half the terms."""
-    bm25 = lexical if isinstance(lexical, dict) else dict.fromkeys(lexical, 1.0)
-    top = max((v for v in bm25.values() if v > 0), default=0.0)
+    top = max((v for v in lexical.values() if v > 0), default=0.0)
     scored = []
     for cid, d in dense.items():
         o = overlap.get(cid, 0.0)
-        if d < s.min_score and not (cid in bm25 and o >= 0.5):
+        if d < s.min_score and not (cid in lexical and o >= 0.5):
             continue
-        b = max(0.0, bm25.get(cid, 0.0)) / top if top > 0 else 0.0
+        b = max(0.0, lexical.get(cid, 0.0)) / top if top > 0 else 0.0
         scored.append((cid, s.dense_weight * d + s.lexical_weight * o + s.bm25_weight * b))
     scored.sort(key=lambda x: (-x[1], x[0]))
     return scored
