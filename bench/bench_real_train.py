@@ -41,7 +41,7 @@ def _cli(src: Path) -> list[str]:
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from sourcegate.cli import main; main()"]
 
 
-def run_part(src: Path, part: str, label: str, weights: Path | None) -> dict:
+def run_part(src: Path, part: str, label: str, weights: Path | None, eval_dir: Path | None = None) -> dict:
     lib = library(part)
     home = Path(tempfile.mkdtemp(prefix=f"sg-train-{part}-"))
     env = dict(os.environ, SOURCEGATE_HOME=str(home))
@@ -53,6 +53,9 @@ def run_part(src: Path, part: str, label: str, weights: Path | None) -> dict:
     out = subprocess.run(_cli(src) + ["eval", str(lib / "questions.jsonl"), "--json"], env=env, check=True,
                          capture_output=True, text=True).stdout
     d = json.loads(out)
+    if eval_dir is not None:
+        eval_dir.mkdir(parents=True, exist_ok=True)
+        (eval_dir / f"{part}.json").write_text(out)
     m = d["metrics"]
     return {"part": part, "label": label, "cases": m["cases"], "accuracy": m["accuracy"],
             "status_accuracy": m["status_accuracy"], "unsafe_answers": m["unsafe_answers"],
@@ -80,14 +83,47 @@ def summary(rows: list[dict]) -> dict:
             "by_kind": {k: round(v[0] / v[1], 3) for k, v in sorted(kinds.items()) if v[1]}}
 
 
+def sweep(eval_dir: Path, parts: list[str], thresholds=tuple(x / 100 for x in range(30, 91, 5))):
+    """[(evidence_min, summary)]: the kept eval outputs replayed under each evidence threshold
+    (`evaluation.tune.Replayer`: routing is pure code over the stored scores, no judge call)."""
+    sys.path.insert(0, str(REPO / "src"))
+    from dataclasses import replace
+
+    from sourcegate.evaluation.cases import load_cases
+    from sourcegate.evaluation.tune import Replayer, results_from_eval_json, summary as tune_summary
+    from sourcegate.gate import GateThresholds
+
+    results = []
+    for p in parts:
+        f = eval_dir / f"{p}.json"
+        if f.exists():
+            results += results_from_eval_json(json.loads(f.read_text()), load_cases(library(p) / "questions.jsonl"))
+    if not results:
+        raise SystemExit(f"{eval_dir}: no kept eval output of {', '.join(parts)} (PART.json, from --eval-dir)")
+    rep = Replayer(results)
+    return [(t, tune_summary(rep.replay(replace(GateThresholds(), evidence_min=t)))) for t in thresholds]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", metavar="REF", help="also run the checkout of this git ref, in the same run")
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--fold-weights", type=Path, help="answer source S with the judge weights in DIR/S (leave one source out)")
     ap.add_argument("--json", type=Path, help="write every figure and failure here")
+    ap.add_argument("--eval-dir", type=Path, help="keep each source's `sourcegate eval --json` output here (DIR/PART.json), "
+                                                  "with every candidate's scores, for `--sweep`")
+    ap.add_argument("--sweep", type=Path, nargs="+", metavar="EVAL_DIR",
+                    help="no run: from the eval outputs kept in these folders, the gate's accuracy and unsafe answers "
+                         "at each evidence threshold (the other thresholds as configured), sources pooled")
     a = ap.parse_args(argv)
     parts = [p for p in a.parts.split(",") if p]
+    if a.sweep:
+        for d in a.sweep:
+            print(f"{d}:")
+            for t, sm in sweep(d, parts):
+                print(f"   evidence_min {t:.2f}: accuracy {sm['accuracy']:.3f} status {sm['status_accuracy']:.3f} "
+                      f"unsafe {sm['unsafe_answers']} ({sm['unsafe_rate']:.1%}) abstentions {sm['abstentions']}")
+        return 0
     results: dict[str, list[dict]] = {}
     runs = []
     if a.compare:
@@ -95,10 +131,11 @@ def main(argv=None) -> int:
         from _common import checkout
 
         with checkout(a.compare) as wt:
-            results[a.compare] = [run_part(wt / "src", p, a.compare, None) for p in parts]
+            results[a.compare] = [run_part(wt / "src", p, a.compare, None,
+                                           a.eval_dir / a.compare if a.eval_dir else None) for p in parts]
     label = "this checkout" + (" (leave one source out)" if a.fold_weights else "")
-    results[label] = [run_part(REPO / "src", p, label,
-                               (a.fold_weights / p) if a.fold_weights else None) for p in parts]
+    results[label] = [run_part(REPO / "src", p, label, (a.fold_weights / p) if a.fold_weights else None,
+                               a.eval_dir / "this" if a.eval_dir else None) for p in parts]
     for lab, rows in results.items():
         s = summary(rows)
         runs.append({"label": lab, "summary": s, "parts": rows})

@@ -170,6 +170,9 @@ def main() -> None:
                     help="the interpretable judge's scores per row (they do not depend on the reader)")
     ap.add_argument("--no-con", action="store_true", help="do not fit the contradiction head")
     ap.add_argument("--real", action="store_true", help="add the pairs built from real documents (training/real_pairs.py)")
+    ap.add_argument("--people", action="store_true",
+                    help="add people's questions of ../shared/data/real/train, their `cal` documents only "
+                         "(training/reader/people.py; the reader trains on the `fit` ones)")
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
     from training.local_judge import fit_head
@@ -204,6 +207,21 @@ def main() -> None:
                   "proc": True} for u in rs["realqa"] for e in u]
         prow += [{"query": e["q"], "text": e["c"], "title": e["title"], "label": int(e["pol"] != 2), "group": e["group"],
                   "proc": True} for u in rs["realpolar"] for e in u]
+    crow_people = []
+    if a.people:
+        # people's questions on the `cal` documents of the sources not held out: the passages as the reader
+        # meets them, weighed with the procedure rows (the genre the gate reads)
+        from training.reader.people import build as build_people
+
+        for u in build_people("cal"):
+            for e in u:
+                r = {"query": e["q"], "text": e["c"], "title": "", "group": e["group"], "proc": True}
+                if e["kind"] == "qa":
+                    rows.append(dict(r, label=int(e["ans"])))
+                elif e["kind"] == "polar":
+                    prow.append(dict(r, label=int(e["pol"] != 2)))
+                else:
+                    crow_people.append(dict(r, label=int(e["nli"] == 2)))
     judge = LocalJudge(reader=False)
     cached = json.loads(a.base_cache.read_text()) if a.base_cache.exists() else {}
     cache = cached.get("base", {}) if cached.get("judge") == judge.model_id else {}
@@ -233,6 +251,7 @@ def main() -> None:
         from sourcegate.judges.local.reader_stage import CON_NAMES, con_features
 
         crow = [dict(r, group=str(r.get("group", r["query"])), proc=True) for r in read_jsonl_lines(PREMISE_DEV)]
+        crow += crow_people
         cbase = base_scores(crow, judge, cache)
         a.base_cache.write_text(json.dumps({"judge": judge.model_id, "base": cache}))
         Xc = featurise(crow, cbase, reader, con_features, CON_NAMES, "reading premises")

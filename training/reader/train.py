@@ -118,8 +118,12 @@ def loss_of(model, b: dict, bf16: bool, device: str):
         return loss / len(y)
     if b["kind"] == "polar":
         return F.cross_entropy(pol.float(), b["pol"]) + F.binary_cross_entropy_with_logits(ans.float(), b["ans"])
-    return (F.cross_entropy(start.float(), b["start"]) + F.cross_entropy(end.float(), b["end"])) / 2 \
-        + F.binary_cross_entropy_with_logits(ans.float(), b["ans"])
+    answerable = F.binary_cross_entropy_with_logits(ans.float(), b["ans"])
+    known = b["start"] >= 0  # -100: an answerable passage whose answer's place is not known (the span is not taught)
+    if not known.any():
+        return answerable
+    return (F.cross_entropy(start.float()[known], b["start"][known]) + F.cross_entropy(end.float()[known], b["end"][known])) / 2 \
+        + answerable
 
 
 def latest_checkpoint(d: Path) -> Path | None:

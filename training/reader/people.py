@@ -1,0 +1,275 @@
+"""Reader examples from people's questions: `../shared/data/real/train` (questions written by hand, as
+users who had not read the passage ask them, over seven sources of the real corpus).
+
+Each question meets the passages the judge meets for it: its expected passages, its hard negatives
+(`relevant_sources`), and the passages of its source's library nearest to it by embedding
+(the list `training.real_heads --collect` wrote, `.cache/real_heads/pairs.jsonl`; without it, the
+labelled passages only). Labels come from the question's labels only:
+
+- span questions (factual, twin, across languages, superseded, two-part, and the unanswerable kinds):
+  an expected passage is answerable (the answer's span when its exact text is in the window read, else
+  the answerable logit alone: `start`/`end` = -100, ignored by the span loss); every other passage is
+  not. Archived revisions and twins (`forbidden_sources`) are left out: the passage reads like an answer,
+  and its status or its twin found at ingest, not its text, sets it aside (taught as negatives, twins
+  made the reader doubt the passages that do answer: the dev library's sibling questions fell from
+  0.69 to 0.39);
+- yes/no questions: an expected passage settles it (yes or no, from `polarity`... the kind), every other
+  passage leaves it open;
+- the question as a claim (the NLI head, which the judge's contradiction head reads): a false premise's
+  expected passage contradicts it; an answering passage of any other question does not ("compatible":
+  entailment or neutral), so a passage that says "no" to a yes/no question is not read as a conflict;
+  the other passages of a false-premise question are neutral.
+
+A long passage is read in windows at run time; here a positive is cut to a window around its answer
+when the answer's text is found, and kept whole only when it fits the reader's length, else dropped (an
+answer outside the window read would be a wrong label); a negative is cut to a random window.
+
+Sources are split: `HELD_OUT` sources are never read here (the reader is measured on them), and the
+other sources' questions are split by document (`split_of`): `fit` trains the reader, `cal` is left to
+its heads.
+
+    python -m training.reader.people [--out .cache/reader/examples.pt] [--show 3]
+    python -m training.reader.people --evaluate WEIGHTS_DIR [WEIGHTS_DIR ...]   # the readers on the held-out sources
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+from pathlib import Path
+
+from .data import DEFAULT_CACHE, REPO, window
+from .real import _segments
+
+TRAIN = REPO.parent / "shared" / "data" / "real" / "train" / "parts"
+CORPUS = REPO.parent / "shared" / "data" / "real" / "corpus" / "passages.jsonl"
+PAIRS = REPO / ".cache" / "real_heads" / "pairs.jsonl"
+HELD_OUT = ("openstack-b", "vitam")  # one English and one French source the reader and its heads never see
+SEED = 20261205
+MAX_LEN = 256  # the run-time reader's window
+SPAN_KINDS = {"factual", "twin", "fr_en", "en_fr", "superseded", "two_part", "unstated", "out_of_scope", "twin_missing"}
+MAX_OTHERS = 5  # passages that do not answer, per question: the labelled hard negatives and twins first
+POLAR = {"yes_no_yes": 0, "yes_no_no": 1, "yes_no_open": 2}
+
+
+def question_doc(q: dict) -> str:
+    """The document a question is about: its first expected, else hard-negative, else forbidden passage's."""
+    for key in ("expected_sources", "relevant_sources", "forbidden_sources"):
+        if q.get(key):
+            return q[key][0].split("#")[0]
+    return q["id"]
+
+
+def split_of(q: dict) -> str:
+    """By document: `cal` (one in four documents: the heads) or `fit` (the reader)."""
+    k = int(hashlib.md5(("people-doc:" + question_doc(q)).encode()).hexdigest(), 16) % 4
+    return "cal" if k == 0 else "fit"
+
+
+def questions(parts: tuple[str, ...] | None = None) -> list[dict]:
+    out = []
+    for f in sorted(TRAIN.glob("*.jsonl")):
+        if parts is not None and f.stem not in parts:
+            continue
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                q = json.loads(line)
+                q["part"] = f.stem
+                out.append(q)
+    return out
+
+
+def nearest() -> dict[str, list[str]]:
+    """Question id -> the passages `real_heads --collect` read for it (empty without that file)."""
+    out: dict[str, list[str]] = {}
+    if PAIRS.exists():
+        for line in PAIRS.read_text(encoding="utf-8").splitlines():
+            r = json.loads(line)
+            out.setdefault(r["qid"], []).append(r["passage"])
+    return out
+
+
+def _window(text: str, rng: random.Random, around: int | None = None) -> str:
+    segs = _segments(text)
+    if not segs:
+        return text[:900]
+    if around is None:
+        c = rng.randrange(len(segs))
+    else:
+        c = min(range(len(segs)), key=lambda i: 0 if segs[i][0] <= around < segs[i][1] else abs(segs[i][0] - around))
+    a, b = window(text, segs, c, rng.randint(450, 850), rng)
+    return text[a:b]
+
+
+def units_for(q: dict, passages: dict[str, dict], near: list[str], rng: random.Random, fits) -> list[dict]:
+    kind = q["kind"]
+    expected = [s for s in q.get("expected_sources") or [] if s in passages]
+    # archived revisions and twins are set aside by their status and by the twin stage, not by their text: a
+    # twin reads like the answer (its unit is often named only in the title, which the reader does not read)
+    skip = set(q.get("archived_sources") or []) | set(q.get("forbidden_sources") or [])
+    others = []
+    for s in list(q.get("relevant_sources") or []) + list(near):
+        if s in passages and s not in expected and s not in skip and s not in others:
+            others.append(s)
+    query, ans_text = q["query"], (q.get("answer") or "").strip()
+    out: list[dict] = []
+
+    def positive_text(pid: str) -> tuple[str, int]:
+        """(window, answer offset in it or -1); ("", -1) when no window can be trusted to hold the answer."""
+        text = passages[pid]["text"]
+        i = text.find(ans_text) if ans_text else -1
+        if i >= 0:
+            w = _window(text, rng, around=i)
+            j = w.find(ans_text)
+            if j >= 0:
+                return w, j
+        return (text, -1) if fits(query, text) else ("", -1)
+
+    for pid in expected:
+        if kind in POLAR:
+            text, _ = positive_text(pid)
+            if text:
+                out.append({"kind": "polar", "q": query, "c": text, "pol": POLAR[kind], "src": "people-polar"})
+                if kind != "yes_no_open":
+                    out.append({"kind": "nli", "q": query, "c": text, "nli": -1, "src": "people-nli-compatible"})
+        elif kind == "false_premise":
+            text, _ = positive_text(pid)
+            if text:
+                out.append({"kind": "nli", "q": query, "c": text, "nli": 2, "src": "people-nli-premise"})
+                out.append({"kind": "qa", "q": query, "c": text, "a0": -1, "a1": -1, "ans": 0, "src": "people-premise"})
+        elif kind in SPAN_KINDS:
+            text, j = positive_text(pid)
+            if text:
+                a0, a1 = (j, j + len(ans_text)) if j >= 0 else (-100, -100)
+                out.append({"kind": "qa", "q": query, "c": text, "a0": a0, "a1": a1, "ans": 1, "src": "people-answer"})
+                out.append({"kind": "nli", "q": query, "c": text, "nli": -1, "src": "people-nli-compatible"})
+    neutral = 0
+    for pid in others[:MAX_OTHERS]:
+        text = _window(passages[pid]["text"], rng)
+        if kind in POLAR:
+            out.append({"kind": "polar", "q": query, "c": text, "pol": 2, "src": "people-polar-open"})
+        else:
+            out.append({"kind": "qa", "q": query, "c": text, "a0": -1, "a1": -1, "ans": 0, "src": "people-other"})
+            if kind == "false_premise" and neutral < 2:
+                neutral += 1
+                out.append({"kind": "nli", "q": query, "c": text, "nli": 1, "src": "people-nli-neutral"})
+    return out
+
+
+def build(split: str = "fit", seed: int = SEED, fits=None) -> list[list[dict]]:
+    """One unit per question of the sources not held out, in `split`."""
+    rng = random.Random(f"{seed}:{split}")
+    passages = {}
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        passages[r["id"]] = r
+    near = nearest()
+    fits = fits or (lambda q, c: len(c) < 700)
+    units = []
+    for q in questions():
+        if q["part"] in HELD_OUT or split_of(q) != split:
+            continue
+        u = units_for(q, passages, near.get(q["id"], []), rng, fits)
+        for ex in u:
+            ex["group"] = f"people:{q['id']}"
+        if u:
+            units.append(u)
+    return units
+
+
+class PeopleEncoder:
+    """`data.PairEncoder` at the run-time length, with the span left unset (-100) where the answer's place
+    is unknown."""
+
+    def __init__(self):
+        from .data import PairEncoder
+        from .model import base_dir
+
+        b = base_dir()
+        self.enc = PairEncoder(b / "tokenizer.json", json.loads((b / "special.json").read_text()), MAX_LEN)
+
+    def fits(self, q: str, c: str) -> bool:
+        nq = min(64, len(self.enc.tok.encode(q, add_special_tokens=False).ids))
+        return nq + len(self.enc.tok.encode(c, add_special_tokens=False).ids) + 3 <= MAX_LEN
+
+    def __call__(self, ex: dict) -> dict | None:
+        if ex["kind"] == "qa" and ex["a0"] == -100:
+            out = self.enc(dict(ex, a0=-1, a1=-1))
+            if out is not None:
+                out["start"] = out["end"] = -100
+            return out
+        return self.enc(ex)
+
+
+def evaluate(weights_dirs: list[Path], parts: tuple[str, ...] = HELD_OUT, seed: int = 7) -> dict[str, dict]:
+    """Each reader (a weights folder with `reader.onnx`) alone on every question of `parts`, all passages
+    whole (the run-time reader reads them in windows): AUROC of its answerable probability on span
+    questions' pairs, of how surely it settles yes/no questions, and of its NLI contradiction on the
+    question-as-claim pairs (a false premise's passage against the others)."""
+    from sklearn.metrics import roc_auc_score
+
+    sys.path.insert(0, str(REPO / "src"))
+    from sourcegate.judges.local.reader import Reader
+
+    passages = {json.loads(x)["id"]: json.loads(x) for x in CORPUS.read_text(encoding="utf-8").splitlines()}
+    near = nearest()
+    rng = random.Random(seed)
+    rows = [ex for q in questions(parts) for ex in units_for(q, passages, near.get(q["id"], []), rng, lambda a, b: True)]
+    by_q: dict[str, list[int]] = {}
+    for i, ex in enumerate(rows):
+        by_q.setdefault(ex["q"], []).append(i)
+    out = {}
+    for wd in weights_dirs:
+        rd = Reader(wd)
+        got: list = [None] * len(rows)
+        for q, idx in by_q.items():
+            for i, r in zip(idx, rd.read(q, [rows[i]["c"] for i in idx])):
+                got[i] = r
+        qa = [(ex["ans"], got[i].p_answer) for i, ex in enumerate(rows) if ex["kind"] == "qa"]
+        pol = [(int(ex["pol"] != 2), 1 - got[i].p_open) for i, ex in enumerate(rows) if ex["kind"] == "polar"]
+        nli = [(int(ex["nli"] == 2), got[i].p_contradiction) for i, ex in enumerate(rows) if ex["kind"] == "nli"]
+        out[str(wd)] = {"answerable_auroc": round(float(roc_auc_score(*zip(*qa))), 3), "span_pairs": len(qa),
+                        "settles_auroc": round(float(roc_auc_score(*zip(*pol))), 3), "yes_no_pairs": len(pol),
+                        "premise_contradiction_auroc": round(float(roc_auc_score(*zip(*nli))), 3), "claim_pairs": len(nli)}
+    return out
+
+
+def main(argv=None) -> int:
+    import collections
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None, help="merge people_fit / people_cal, encoded, into this examples.pt")
+    ap.add_argument("--show", type=int, default=0)
+    ap.add_argument("--evaluate", type=Path, nargs="+", metavar="WEIGHTS_DIR",
+                    help="no examples: score these readers on the held-out sources' pairs")
+    a = ap.parse_args(argv)
+    if a.evaluate:
+        for wd, res in evaluate(a.evaluate).items():
+            print(wd, json.dumps(res))
+        return 0
+    enc = PeopleEncoder()
+    sets = {s: build(s, fits=enc.fits) for s in ("fit", "cal")}
+    for s, units in sets.items():
+        c = collections.Counter(ex["src"] for u in units for ex in u)
+        print(f"people_{s}: {len(units)} questions, {sum(c.values())} examples", dict(sorted(c.items())))
+        for u in random.Random(1).sample(units, min(a.show, len(units))):
+            for ex in u:
+                lab = ex.get("ans", ex.get("pol", ex.get("nli")))
+                print(f"   {lab} {ex['src']:22s} | {ex['q'][:90]} || {ex['c'][:80]!r}")
+    if a.out:
+        import torch
+
+        d = torch.load(a.out, weights_only=False)
+        for s, units in sets.items():
+            eu = [[e for e in (enc(ex) for ex in u) if e is not None] for u in units]
+            d[f"people_{s}"] = [u for u in eu if u]
+            print(f"people_{s}: {len(d[f'people_{s}'])} units encoded", file=sys.stderr)
+        torch.save(d, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
