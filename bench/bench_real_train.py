@@ -2,7 +2,12 @@
 whole product (`sourcegate ingest`, `sourcegate eval`): accuracy with sources checked, status accuracy,
 unsafe answers, per source, per kind and the mean.
 
-    python bench/bench_real_train.py [--compare REF] [--parts pgdocs,scuba] [--fold-weights DIR]
+    python bench/bench_real_train.py [--compare REF] [--parts pgdocs,scuba] [--fold-weights DIR] [--eval-dir E]
+    python bench/bench_real_train.py --parts pgdocs,scuba --sweep E/this [E/REF]   # no run: the kept scores replayed
+
+`--eval-dir E` keeps each source's `sourcegate eval --json` output (E/this/PART.json, E/REF/PART.json);
+`--sweep` replays those scores under each evidence threshold (`evaluation.tune.Replayer`, no judge call):
+two judges compared at the same number of unsafe answers, not only at the default threshold.
 
 `--fold-weights DIR`: the leave-one-source-out figure. Each source is answered with the local judge's
 weights in `DIR/<source>/` (`SOURCEGATE_JUDGE_WEIGHTS`), fitted without that source's questions

@@ -243,7 +243,8 @@ def main() -> None:
                     "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
                     "held-out passages and hand-written procedure yes/no questions (evi_polar); with --real, "
                     "questions built from the real corpus's cal documents too (training/real_pairs.py, "
-                    "training/reader/real.py); hand-written "
+                    "training/reader/real.py); with --people, people's questions on the cal documents of the sources "
+                    "not held out (training/reader/people.py); hand-written "
                     "false-premise questions (con_rd, training/data/false_premise_dev.jsonl). LR on one half of "
                     "the groups, isotonic on the other",
            "fit_report": {"evi_rd": rep, "evi_polar": prep}, "heads": {"evi_rd": head, "evi_polar": phead}}
