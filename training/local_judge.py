@@ -156,7 +156,11 @@ def reliability(y, p, bins: int = 5) -> str:
 # Fitting one head: standardise + logistic regression, then isotonic on a calibration split
 
 
-def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=None, weight_cal=None):
+def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=None, weight_cal=None,
+             calibration: str = "isotonic"):
+    """A logistic regression (or one hidden layer) on the fit rows, calibrated on the others: isotonic
+    steps (the default), or `calibration="platt"`: a logistic map of the raw score's logit, written as
+    a dense table of the same form (`iso_x`, `iso_y`), smooth, with no plateaus."""
     from sklearn.isotonic import IsotonicRegression
     from sklearn.linear_model import LogisticRegression
 
@@ -184,6 +188,17 @@ def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=N
 
     head = Head(d)
     raw = head.raw(Xcal)
+    if calibration == "platt":
+        lo = np.log(np.clip(raw, 1e-6, 1 - 1e-6) / (1 - np.clip(raw, 1e-6, 1 - 1e-6))).reshape(-1, 1)
+        pl = LogisticRegression(C=1e6, max_iter=2000).fit(lo, ycal, sample_weight=weight_cal)
+        grid = np.linspace(-14.0, 14.0, 281)
+        xs = 1.0 / (1.0 + np.exp(-grid))
+        ys = 1.0 / (1.0 + np.exp(-(pl.coef_[0, 0] * grid + pl.intercept_[0])))
+        d["iso_x"] = [float(f"{x:.9g}") for x in xs]
+        d["iso_y"] = [round(float(y), 6) for y in np.clip(ys, 0.001, 0.999)]
+        d["platt"] = [round(float(pl.coef_[0, 0]), 6), round(float(pl.intercept_[0]), 6)]
+        d["coef"] = [round(float(c), 6) for c in d["coef"]]
+        return d
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
     iso.fit(raw, ycal, sample_weight=weight_cal)
     xs, ys = iso.X_thresholds_, iso.y_thresholds_
