@@ -13,7 +13,7 @@ labelled passages only). Labels come from the question's labels only:
   and its status or its twin found at ingest, not its text, sets it aside (taught as negatives, twins
   made the reader doubt the passages that do answer: the dev library's sibling questions fell from
   0.69 to 0.39);
-- yes/no questions: an expected passage settles it (yes or no, from `polarity`... the kind), every other
+- yes/no questions: an expected passage settles it (yes or no, from the question's kind), every other
   passage leaves it open;
 - the question as a claim (the NLI head, which the judge's contradiction head reads): a false premise's
   expected passage contradicts it; an answering passage of any other question does not ("compatible":
