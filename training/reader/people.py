@@ -9,10 +9,9 @@ labelled passages only). Labels come from the question's labels only:
 - span questions (factual, twin, across languages, superseded, two-part, and the unanswerable kinds):
   an expected passage is answerable (the answer's span when its exact text is in the window read, else
   the answerable logit alone: `start`/`end` = -100, ignored by the span loss); every other passage is
-  not. Archived revisions and twins (`forbidden_sources`) are left out: the passage reads like an answer,
-  and its status or its twin found at ingest, not its text, sets it aside (taught as negatives, twins
-  made the reader doubt the passages that do answer: the dev library's sibling questions fell from
-  0.69 to 0.39);
+  not. Archived revisions and twins (`forbidden_sources`) are left out: such a passage reads like an
+  answer, and what sets it aside is its status or the twin found at ingest, not its text (the reader does
+  not read titles, where a twin's unit is often named);
 - yes/no questions: an expected passage settles it (yes or no, from the question's kind), every other
   passage leaves it open;
 - the question as a claim (the NLI head, which the judge's contradiction head reads): a false premise's
