@@ -194,21 +194,21 @@ def fit_head(Xfit, yfit, Xcal, ycal, names, C=1.0, hidden: int = 0, weight_fit=N
         grid = np.linspace(-14.0, 14.0, 281)
         xs = 1.0 / (1.0 + np.exp(-grid))
         ys = 1.0 / (1.0 + np.exp(-(pl.coef_[0, 0] * grid + pl.intercept_[0])))
+        # the grid's ends lie within 1e-6 of 0 and 1: kept to 9 significant digits, not 6 decimals
         d["iso_x"] = [float(f"{x:.9g}") for x in xs]
         d["iso_y"] = [round(float(y), 6) for y in np.clip(ys, 0.001, 0.999)]
         d["platt"] = [round(float(pl.coef_[0, 0]), 6), round(float(pl.intercept_[0]), 6)]
-        d["coef"] = [round(float(c), 6) for c in d["coef"]]
-        return d
-    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
-    iso.fit(raw, ycal, sample_weight=weight_cal)
-    xs, ys = iso.X_thresholds_, iso.y_thresholds_
-    # keep the map strictly increasing where possible (ties broken by a tiny slope) so that the
-    # ranking inside a flat step is not lost
-    ys = np.clip(ys, 0.002, 0.998)
-    eps = np.linspace(0, 1e-3, len(ys))
-    ys = np.minimum(0.999, ys + eps)
-    d["iso_x"] = [round(float(x), 6) for x in xs]
-    d["iso_y"] = [round(float(y), 6) for y in ys]
+    else:
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+        iso.fit(raw, ycal, sample_weight=weight_cal)
+        xs, ys = iso.X_thresholds_, iso.y_thresholds_
+        # keep the map strictly increasing where possible (ties broken by a tiny slope) so that the
+        # ranking inside a flat step is not lost
+        ys = np.clip(ys, 0.002, 0.998)
+        eps = np.linspace(0, 1e-3, len(ys))
+        ys = np.minimum(0.999, ys + eps)
+        d["iso_x"] = [round(float(x), 6) for x in xs]
+        d["iso_y"] = [round(float(y), 6) for y in ys]
     d["coef"] = [round(float(c), 6) for c in d["coef"]]
     return d
 

@@ -470,6 +470,31 @@ class PairEncoder:
         return out
 
 
+def base_encoder(max_len: int = MAX_LEN) -> PairEncoder:
+    """The pair encoder of the base checkpoint's tokenizer (`model.base_dir`)."""
+    from .model import base_dir
+
+    b = base_dir()
+    return PairEncoder(b / "tokenizer.json", json.loads((b / "special.json").read_text()), max_len)
+
+
+def merge_sets(path: Path, sets: dict[str, list[list[dict]]], enc=None) -> None:
+    """Encode each set's units (an example the encoder drops, e.g. an answer cut off, leaves its unit; an
+    emptied unit is dropped) and write them into the examples file at `path` under their key. `enc`
+    defaults to the base encoder at the file's own length."""
+    import sys
+
+    import torch
+
+    d = torch.load(path, weights_only=False)
+    enc = enc or base_encoder(d.get("max_len", MAX_LEN))
+    for key, units in sets.items():
+        eu = [[e for e in (enc(ex) for ex in u) if e is not None] for u in units]
+        d[key] = [u for u in eu if u]
+        print(f"{key}: {len(d[key])} units encoded", file=sys.stderr)
+    torch.save(d, path)
+
+
 def build(data: Path, enc: PairEncoder, seed: int = SEED, max_squad1: int = 24000) -> dict:
     rng = random.Random(seed)
     parts = {

@@ -40,7 +40,7 @@ import random
 import sys
 from pathlib import Path
 
-from .data import DEFAULT_CACHE, REPO, window
+from .data import REPO, window
 from .real import _segments
 
 TRAIN = REPO.parent / "shared" / "data" / "real" / "train" / "parts"
@@ -158,13 +158,19 @@ def units_for(q: dict, passages: dict[str, dict], near: list[str], rng: random.R
     return out
 
 
+def corpus_passages() -> dict[str, dict]:
+    """The real corpus's passages by id."""
+    out = {}
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        r = json.loads(line)
+        out[r["id"]] = r
+    return out
+
+
 def build(split: str = "fit", seed: int = SEED, fits=None) -> list[list[dict]]:
     """One unit per question of the sources not held out, in `split`."""
     rng = random.Random(f"{seed}:{split}")
-    passages = {}
-    for line in CORPUS.read_text(encoding="utf-8").splitlines():
-        r = json.loads(line)
-        passages[r["id"]] = r
+    passages = corpus_passages()
     near = nearest()
     fits = fits or (lambda q, c: len(c) < 700)
     units = []
@@ -184,11 +190,9 @@ class PeopleEncoder:
     is unknown."""
 
     def __init__(self):
-        from .data import PairEncoder
-        from .model import base_dir
+        from .data import base_encoder
 
-        b = base_dir()
-        self.enc = PairEncoder(b / "tokenizer.json", json.loads((b / "special.json").read_text()), MAX_LEN)
+        self.enc = base_encoder(MAX_LEN)
 
     def fits(self, q: str, c: str) -> bool:
         nq = min(64, len(self.enc.tok.encode(q, add_special_tokens=False).ids))
@@ -213,7 +217,7 @@ def evaluate(weights_dirs: list[Path], parts: tuple[str, ...] = HELD_OUT, seed: 
     sys.path.insert(0, str(REPO / "src"))
     from sourcegate.judges.local.reader import Reader
 
-    passages = {json.loads(x)["id"]: json.loads(x) for x in CORPUS.read_text(encoding="utf-8").splitlines()}
+    passages = corpus_passages()
     near = nearest()
     rng = random.Random(seed)
     rows = [ex for q in questions(parts) for ex in units_for(q, passages, near.get(q["id"], []), rng, lambda a, b: True)]
@@ -259,14 +263,9 @@ def main(argv=None) -> int:
                 lab = ex.get("ans", ex.get("pol", ex.get("nli")))
                 print(f"   {lab} {ex['src']:22s} | {ex['q'][:90]} || {ex['c'][:80]!r}")
     if a.out:
-        import torch
+        from .data import merge_sets
 
-        d = torch.load(a.out, weights_only=False)
-        for s, units in sets.items():
-            eu = [[e for e in (enc(ex) for ex in u) if e is not None] for u in units]
-            d[f"people_{s}"] = [u for u in eu if u]
-            print(f"people_{s}: {len(d[f'people_{s}'])} units encoded", file=sys.stderr)
-        torch.save(d, a.out)
+        merge_sets(a.out, {f"people_{s}": units for s, units in sets.items()}, enc)
     return 0
 
 

@@ -271,8 +271,6 @@ def build(split: str = "fit", seed: int = SEED, max_per_doc: int = 24) -> dict[s
 
 
 def main(argv=None) -> int:
-    import sys
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--split", default="fit", choices=("fit", "cal", "test"))
     ap.add_argument("--out", type=Path, default=None, help="merge the sets, encoded, into this examples.pt")
@@ -288,19 +286,9 @@ def main(argv=None) -> int:
                 if ex.get("a0", -1) >= 0:
                     print(f"      span: {ex['c'][ex['a0']:ex['a1']]!r}")
     if a.out:
-        import torch
+        from .data import merge_sets
 
-        from .data import PairEncoder
-        from .model import base_dir
-
-        b = base_dir()
-        d = torch.load(a.out, weights_only=False)
-        enc = PairEncoder(b / "tokenizer.json", json.loads((b / "special.json").read_text()), d.get("max_len", 192))
-        for k, units in sets.items():
-            eu = [[e for e in (enc(ex) for ex in u) if e is not None] for u in units]
-            d[f"{k}_{a.split}"] = [u for u in eu if u]
-            print(f"{k}_{a.split}: {len(d[f'{k}_{a.split}'])} units encoded", file=sys.stderr)
-        torch.save(d, a.out)
+        merge_sets(a.out, {f"{k}_{a.split}": units for k, units in sets.items()})
     return 0
 
 

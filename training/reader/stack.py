@@ -137,10 +137,7 @@ def polar_rows(data: Path) -> list[dict]:
     return rows
 
 
-CALIBRATION = "isotonic"  # `--platt`: a smooth logistic map instead of isotonic steps
-
-
-def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = True):
+def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = True, calibration: str = "isotonic"):
     """LR on one half of the groups, isotonic on the other; the procedure rows (the genre the gate
     reads) weigh as much as the others together."""
     from sklearn.metrics import roc_auc_score
@@ -152,7 +149,7 @@ def _fit(X, y, rows, names, is_proc, fit_head, label: str, weight_proc: bool = T
     half = np.array([hashlib.md5(("half:" + r["group"]).encode()).digest()[0] % 2 for r in rows])
     fit, cal = half == 0, half == 1
     wt = np.where(is_proc, max(1.0, (~is_proc).sum() / max(1, is_proc.sum())), 1.0) if weight_proc else np.ones(len(y))
-    head = fit_head(X[fit], y[fit], X[cal], y[cal], names, weight_fit=wt[fit], weight_cal=wt[cal], calibration=CALIBRATION)
+    head = fit_head(X[fit], y[fit], X[cal], y[cal], names, weight_fit=wt[fit], weight_cal=wt[cal], calibration=calibration)
     h = Head(head)
     rep = {"rows": len(rows), "procedure_rows": int(is_proc.sum()), "fit_rows": int(fit.sum()),
            "cal_rows": int(cal.sum()), "positives": int(y.sum())}
@@ -181,8 +178,7 @@ def main() -> None:
     ap.add_argument("--platt", action="store_true",
                     help="calibrate each head with a logistic map of its score (smooth) rather than isotonic steps")
     a = ap.parse_args()
-    global CALIBRATION
-    CALIBRATION = "platt" if a.platt else "isotonic"
+    calibration = "platt" if a.platt else "isotonic"
     sys.path.insert(0, str(REPO))
     from training.local_judge import fit_head
 
@@ -241,13 +237,14 @@ def main() -> None:
     reader = Reader(a.weights)
     X = featurise(rows, base, reader)
     y = np.array([r["label"] for r in rows])
-    head, rep = _fit(X, y, rows, list(EVI_NAMES), np.array([bool(r.get("proc")) for r in rows]), fit_head, "evi_rd")
+    head, rep = _fit(X, y, rows, list(EVI_NAMES), np.array([bool(r.get("proc")) for r in rows]), fit_head, "evi_rd",
+                     calibration=calibration)
     from sourcegate.judges.local.reader_stage import polar_features
 
     Xp = featurise(prow, pbase, reader, polar_features, POLAR_NAMES, "reading yes/no")
     yp = np.array([r["label"] for r in prow])
     phead, prep = _fit(Xp, yp, prow, list(POLAR_NAMES), np.array([bool(r.get("proc")) for r in prow]), fit_head,
-                       "evi_polar")
+                       "evi_polar", calibration=calibration)
     out = {"about": "heads of the reader stage, fitted by training/reader/stack.py on data the reader never trained "
                     "on: SQuAD 2.0 dev articles and hand-written procedure chunks (evi_rd); half of CondaQA's "
                     "held-out passages and hand-written procedure yes/no questions (evi_polar); with --real, "
@@ -267,7 +264,7 @@ def main() -> None:
         Xc = featurise(crow, cbase, reader, con_features, CON_NAMES, "reading premises")
         yc = np.array([int(r["label"]) for r in crow])
         chead, crep = _fit(Xc, yc, crow, list(CON_NAMES), np.zeros(len(crow), bool), fit_head, "con_rd",
-                           weight_proc=False)
+                           weight_proc=False, calibration=calibration)
         out["fit_report"]["con_rd"] = crep
         out["heads"]["con_rd"] = chead
     (a.weights / "reader_heads.json").write_text(json.dumps(out, indent=1) + "\n")
