@@ -5,7 +5,9 @@ A passage is addressed to an AI when any one of its units is, whatever surrounds
 person, however imperative, advisory, legal, scientific or technical, is not. The passage's probability
 is the Platt scaling of the maximum over its units of one unit model
 (`sourcegate.judges.local.model.InjectionReader`): hashed character and word n-grams and cue counts for
-every unit, the sentence embedding of the `EMBED_TOP_K` most suspicious ones.
+every unit, the sentence embedding of the `EMBED_TOP_K` most suspicious ones; a unit that shows no addressee
+(`model.injection_addressed`: no AI system named, no override, no role marker, no answer reshaped, no use of the
+text for answering) has `UNADDRESSED_PENALTY` subtracted from its logit.
 
 Data, every label set by how the row is built:
 - negatives: the units of ordinary text of ten genres (`training/genres.py`: policies and manuals, cloud
@@ -15,7 +17,8 @@ Data, every label set by how the row is built:
   `training/data/injection_dev_*.jsonl` (procedures, e-mails, chats, forum posts, reports about AI tools);
   a few sentences that speak *about* AI tools without addressing one;
 - positives: the injection strings of the public sets (deepset, BastionCorpus, CyberSecEval, Giskard,
-  agent-injection-bench; each string's split fixed by a hash of its text), the text planted into the
+  agent-injection-bench; each string's split fixed by a hash of its text) that show an addressee (the others
+  are requests typed to a chatbot, which in a document read as a question or an order to a person), the text planted into the
   synthetic SQuAD set (the planted text only, never the paragraph's sentences); sentences built from
   templates that address an AI (`templated("train")`: English and French families, and train families in
   German, Spanish, Italian, Dutch and Portuguese, addressees and overrides), whose wordings are not those the report reads
@@ -59,6 +62,7 @@ from sourcegate.judges.local.model import (  # noqa: E402
     EMBED_TOP_K,
     INJ_CHAR,
     INJ_WORD,
+    injection_addressed,
     injection_sentences,
     reading_text,
 )
@@ -303,7 +307,7 @@ def plant(passage_sents: list[str], sentence: str, rng: random.Random) -> str:
 
 
 def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
-             max_public_chars: int = 0) -> tuple[list[str], list[int], list[str]]:
+             max_public_chars: int = 0, public_addressed: bool = True) -> tuple[list[str], list[int], list[str]]:
     """The sentences (clauses) the fit reads, their labels and where each comes from (a genre of
     `training.genres`, or "public", "templates", "handwritten", "about_ai", "built"). `exclude`: a genre
     left out whole (its passages, and every other source of the same text)."""
@@ -336,6 +340,11 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
     for t in pos_pub:
         if max_public_chars and len(t) > max_public_chars:
             continue  # a long string is mostly ordinary prose (a story, a document) around its instruction
+        if public_addressed and not injection_addressed(t):
+            # a request typed to a chatbot ("Describe the compound...?", "Comment cuisiner une omelette ?") is,
+            # as a sentence of a document, a question or an order to a person: as positives they taught the
+            # reader that questions and quotations are addressed to an AI
+            continue
         if string_split(t) == "train":
             # the whole string: its units one by one are often harmless on their own ("What is Python?"),
             # and as positives they taught the reader that any short question or quote is addressed to an AI
@@ -351,6 +360,10 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
 # passages still above 0.7)
 PLANTED_SHARE = 0.2
 
+# subtracted from the logit of a unit that shows no addressee (`model.injection_addressed`). Measured leave
+# one genre out (bench/README.md): 0 (no penalty), 4 and 6
+UNADDRESSED_PENALTY = 4.0
+
 # inverse regularisation of the n-gram stage (1.0 measured: more ordinary passages above 0.7, 2.1 % against
 # 1.8 %, and the same real passages about passwords)
 NGRAM_C = 4.0
@@ -365,8 +378,8 @@ class Reader:
     """A sentence reader being fitted: stage 1 (hashed n-grams), stage 2 (the top sentence's embedding,
     stage 1's logit and the cue counts), as `sourcegate.judges.local.model.InjectionReader` reads it."""
 
-    def __init__(self, embed, ngrams):
-        self.embed, self.ngrams = embed, ngrams
+    def __init__(self, embed, ngrams, unaddressed: float = 0.0):
+        self.embed, self.ngrams, self.unaddressed = embed, ngrams, unaddressed
 
     def fit(self, X_text: list[str], y: list[int]):
         from sklearn.linear_model import LogisticRegression
@@ -382,15 +395,18 @@ class Reader:
         clf = LogisticRegression(C=NGRAM_C, class_weight="balanced", max_iter=2000, solver="liblinear").fit(Xn, yy)
         self.coef = clf.coef_.ravel().astype(np.float32)
         self.b = float(clf.intercept_[0])
-        Z = np.hstack([self.embed(X_text), oof[:, None], cue_counts(X_text)])
+        cues = cue_counts(X_text)
+        Z = np.hstack([self.embed(X_text), oof[:, None], cues])
         sem = LogisticRegression(C=1.0, class_weight="balanced", max_iter=3000).fit(Z, yy)
         c2 = sem.coef_.ravel()
-        d = Z.shape[1] - 3
+        d = Z.shape[1] - 1 - cues.shape[1]
         self.we, self.a, self.wl, self.b2 = c2[:d].astype(np.float32), float(c2[d]), c2[d + 1:].astype(np.float32), float(sem.intercept_[0])
         return self
 
     def sentence_logits(self, ss: list[str]) -> np.ndarray:
         first = self.a * (self.ngrams(ss) @ self.coef + self.b) + cue_counts(ss) @ self.wl + self.b2
+        if self.unaddressed:
+            first = first - self.unaddressed * np.asarray([0.0 if injection_addressed(t) else 1.0 for t in ss])
         top = np.argsort(-first)[:EMBED_TOP_K]
         out = np.full(len(ss), -np.inf)
         out[top] = first[top] + self.embed([ss[i] for i in top]) @ self.we
@@ -477,9 +493,14 @@ def main(argv=None) -> int:
     ap.add_argument("--dev-weight", type=int, default=5, help="times each hand-written genre passage's sentence counts")
     ap.add_argument("--logo", action="store_true",
                     help="also the leave-one-genre-out figures: per genre, a reader fitted without it (~1 min a genre)")
-    ap.add_argument("--only-genre", help="with --logo: that genre only")
+    ap.add_argument("--only-genre", help="with --logo: those genres only (comma-separated)")
     ap.add_argument("--max-public-chars", type=int, default=300,
                     help="leave out public injection strings longer than this (0: keep all)")
+    ap.add_argument("--unaddressed", type=float, default=UNADDRESSED_PENALTY,
+                    help="logit subtracted from a unit that shows no addressee (0: none)")
+    ap.add_argument("--public-all", action="store_true",
+                    help="keep every public injection string as a positive, addressed or not")
+    ap.add_argument("--out-logo", type=Path, help="with --logo: write the per-genre figures here (JSON)")
     args = ap.parse_args(argv)
     t0 = time.time()
     from sklearn.feature_extraction.text import HashingVectorizer
@@ -516,10 +537,11 @@ def main(argv=None) -> int:
     logo = {}
     if args.logo:
         fit_genres = sorted({r["genre"] for r in genres.load()} - genres.MEASURE_ONLY)
-        for g in ([args.only_genre] if args.only_genre else fit_genres):
+        for g in (args.only_genre.split(",") if args.only_genre else fit_genres):
             rng = random.Random(args.seed)
-            X, y, _ = fit_rows(rng, args.dev_weight, exclude=g, max_public_chars=args.max_public_chars)
-            rd = Reader(embed, ngrams).fit(X, y)
+            X, y, _ = fit_rows(rng, args.dev_weight, exclude=g, max_public_chars=args.max_public_chars,
+                               public_addressed=not args.public_all)
+            rd = Reader(embed, ngrams, args.unaddressed).fit(X, y)
             rd.calibrate(*calibration_set(random.Random(args.seed + 1), exclude=g))
             rows = [r for r in genres.load() if r["genre"] == g]
             p = rd.prob([r["text"] for r in rows])
@@ -532,13 +554,15 @@ def main(argv=None) -> int:
         n = sum(v["passages"] for v in logo.values())
         logo["_overall_above_0.7"] = round(sum(v["above_0.7"] * v["passages"] for v in logo.values() if isinstance(v, dict)) / max(1, n), 4)
         print("leave-one-genre-out overall above 0.7:", logo["_overall_above_0.7"], flush=True)
+        if args.out_logo:
+            args.out_logo.write_text(json.dumps(logo, indent=1, ensure_ascii=False) + "\n")
         if args.only_genre:
             return 0
 
     rng = random.Random(args.seed)
-    X, y, src = fit_rows(rng, args.dev_weight, max_public_chars=args.max_public_chars)
+    X, y, src = fit_rows(rng, args.dev_weight, max_public_chars=args.max_public_chars, public_addressed=not args.public_all)
     print(f"fit rows: {len(y)} ({sum(y)} positive) from {len(set(src))} sources", flush=True)
-    rd = Reader(embed, ngrams).fit(X, y)
+    rd = Reader(embed, ngrams, args.unaddressed).fit(X, y)
     rd.calibrate(*calibration_set(random.Random(args.seed + 1)))
     save_cache()
     rep = report(rd, args.seed)
@@ -550,10 +574,12 @@ def main(argv=None) -> int:
     np.savez_compressed(args.out / "injection_sentences.npz", char=rd.coef[:nc].astype(np.float16),
                         word=rd.coef[nc:].astype(np.float16), sem=rd.we.astype(np.float32),
                         bias=np.asarray([rd.b], dtype=np.float32), stage2=np.asarray([rd.a, rd.b2], dtype=np.float32),
-                        cues=rd.wl.astype(np.float32))
+                        cues=rd.wl.astype(np.float32), unaddressed=np.asarray([rd.unaddressed], dtype=np.float32))
     meta = {
         "what": "contains_prompt_injection, read clause by clause: hashed char 3-5 and word 1-2 grams and cue counts of every "
-                "clause, the sentence embedding of the most suspicious one; passage = Platt(max over clauses)",
+                "clause, the sentence embedding of the most suspicious one, `unaddressed` subtracted from a clause that shows "
+                "no addressee; passage = Platt(max over clauses)",
+        "unaddressed": rd.unaddressed, "public_addressed_only": not args.public_all,
         "embedder": embedder.id, "platt": list(rd.platt), "seed": args.seed, "fit_rows": len(y), "fit_positive": int(sum(y)),
         "recipe": "python -m training.injection [--logo]", "report": rep,
         "data": "ordinary text of ten genres (training/genres.py; half the documents of each genre never fitted), public "

@@ -121,8 +121,53 @@ SUPERSEDED_WEAK = [
     r"\b(caduc|caduque|perimee?|abrogee?|veraltet|obsolet[oa]|derogad[oa])\b",
 ]
 
+# A unit that shows whom it addresses or what it overrides: an AI system named (in any of the languages
+# read), an order to drop earlier instructions or rules, a role marker, the reader's own answer reshaped, the
+# text's use for answering or summarising, the person the reader answers told something. Ordinary text
+# mostly shows none of these (0.3 % of the units of the genres' fitted documents do); the injection reader
+# reads a unit that shows none as far less likely addressed to an AI (`model.InjectionReader`).
+INJECTION_ADDRESSEE = [
+    # an AI system, named
+    r"\b(automated|automatic|autonomous) (agents?|systems?|tools?|readers?|pipelines?)\b",
+    r"\b(to|for|pour|para|per|fur|voor|an) (the |le |la |el |o |il |l.|das |den |het |de )?(ai|ia|ki|models?|modele|modelo|modello|modell|taalmodel|sprachmodell)\b",
+    r"\b(ai|a\.i\.|ia|ki|llms?|gpt[\w-]*|chat ?gpt|chatbots?|bots?|copilot|claude|gemini|bard|mistral|perplexity)\b",
+    r"\b(assistants?|assistente|assistenti|asistentes?|assistent(en|e)?)\b",
+    r"\b(ai|ia|ki|virtual|virtuel\w*|automated|automatic|automatique|digital|conversational|chat|smart) ?-?(assistants?|assistente|asistentes?|assistent(en)?)\b",
+    r"\b(assistants?|asistentes?|assistent(en|e)?) (ia|d.ia|virtuel\w*|virtual\w*|ki|de ia|automatique\w*)\b",
+    r"\b(language|ai|ia|ki|generative|foundation) models?\b|\bmodeles? (de langage|d.ia|ia)\b|\bmodel(o|os) de (lenguaje|linguagem|ia)\b|"
+    r"\bmodell[oi] (linguistic[oi]|ia)\b|\b(sprach|ki-)modell\w*|\btaalmodel\w*|\bagents? conversationnel\w*",
+    r"\b(ai|ki|ia)-\w+",
+    # a role marker or a system prompt, named
+    r"\b(system|systeem)(e|s)?[- ]?(prompt|instructions?|anweisung\w*|opdracht\w*|message|nachricht|bericht|order)\b|\bsystemanweisung\w*|\bsysteemopdracht\w*",
+    r"\b(prompt|instructions?|anweisung\w*|message|consigne|instruccion|istruzione|instrucao|ordre|orden|ordine)s? (du |del |di |des |de |do |des )?(systeme|sistema|systems?)\b",
+    r"\bprompts?\b",
+    r"(^|[^\w\s]\s*)(system|assistant|systeme|sistema|assistente|asistente|assistent)\s*:",
+    # an order to drop what came before
+    r"\b(ignore|ignoring|disregard|forget|override|bypass|ignorez|ignora|ignoriere|negeer|oublie\w*|olvida\w*|vergiss|vergeet|dimentica|esqueca)\b"
+    r".{0,40}\b(previous|prior|above|earlier|preceding|before|all|everything|alles|tout|todo|tutto|alle|tudo|sopra|hierboven|oben|ci-dessus|"
+    r"anterior\w*|precedent\w*|vorherig\w*|eerdere|your|deine|tes|vos|tus|tue|je|guidelines|rules|regeln|reglas|regole|regels|regras|instructions?)\b",
+    # the reader's own answer, reshaped; a reply restricted
+    r"\b(your|ta|votre|tes|vos|deine?r?|tu|tus|tua|tue|je|jouw|sua|seu) (answer|response|reply|output|completion|reponse|"
+    r"antwort|respuesta|risposta|antwoord|resposta)s?\b",
+    r"\b(reply|respond|answer|say|state|output|write|repondez|reponds|antworte|responde|rispondi|antwoord|responda)\w* "
+    r"(only|just|exclusively|seulement|uniquement|nur|solo|solamente|alleen|somente|apenas)\b",
+    r"\b(answers?|repl\w+|responses?|reponses?|antwort\w*|respuestas?|rispost\w+) (automatique|automatic|automated|automatica|automatisch\w*|generee|generad\w*)s?\b",
+    r"\b(automated|automatic|automatique|automatisch\w*|automatica|automatico|automatizad\w*|generated|generees?|generad\w*|generat\w*) "
+    r"(answers?|repl\w+|responses?|reponses?|antwort\w*|respuestas?|rispost\w+|summar\w*|resumes?)\b",
+    # the text's own use for answering or summarising
+    r"\b(this|these|ce|cette|ces|dieser|diese|dieses|este|esta|estos|questo|questa|deze|dit|isto) "
+    r"(text|texte|texto|testo|tekst|page|pagina|seite|document|documento|dokument|file|fichier|manual|manuel|handbuch|note|passage|article|artikel|articolo)\b"
+    r".{0,60}\b(answer|respond|reply|summar|quot|repond|resum|antwort|beantwort|zusammenfass|rispond|riassum|samenvat)\w*",
+    r"\b(answer|respond|reply|summar|quot|repond|resum|antwort|beantwort|zusammenfass|rispond|riassum|samenvat)\w* .{0,40}\b(this|ce|cette|dieser|diesen|este|esta|questo|questa|deze|dit) "
+    r"(text|texte|texto|testo|tekst|page|pagina|seite|document|documento|dokument|file|fichier|manual|manuel|note|passage|article)\b",
+    # the person the reader answers, told something
+    r"\b(tell|inform|remind|convince|dis|dites|sag|sage|sagt|di|dile|diga|vertel|teile|informe|comunica)\w* (the |to |a |al |all'|aux? |dem |den |de |l'|le |les |agli )?"
+    r"(users?|humans?|readers?|utilisateurs?|usuarios?|nutzern?|benutzern?|gebruikers?|utenti|utente|lecteurs?|leser|lector|lettore|lezer)\b",
+]
+
 INJ_STRONG_RE = [re.compile(p) for p in INJECTION_STRONG]
 INJ_WEAK_RE = [re.compile(p) for p in INJECTION_WEAK]
+INJ_ADDRESSEE_RE = [re.compile(p) for p in INJECTION_ADDRESSEE]
 SUP_STRONG_RE = [re.compile(p) for p in SUPERSEDED_STRONG]
 SUP_WEAK_RE = [re.compile(p) for p in SUPERSEDED_WEAK]
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import text as T
 from .features import Idf
-from .lexicons import INJ_STRONG_RE, INJ_WEAK_RE, SUP_STRONG_RE, SUP_WEAK_RE
+from .lexicons import INJ_ADDRESSEE_RE, INJ_STRONG_RE, INJ_WEAK_RE, SUP_STRONG_RE, SUP_WEAK_RE
 
 WEIGHTS_DIR = Path(__file__).resolve().parent.parent / "weights"
 HEADS_FILE = "local_judge.json"
@@ -148,6 +148,16 @@ def injection_cues(sentence: str) -> tuple[float, float]:
     return (float(sum(1 for r in INJ_STRONG_RE if r.search(fs))), float(sum(1 for r in INJ_WEAK_RE if r.search(fs))))
 
 
+def injection_addressed(sentence: str) -> bool:
+    """Whether a unit shows whom it addresses or what it overrides (`lexicons.INJECTION_ADDRESSEE`, or a
+    strong cue): an AI system named, an order to drop earlier instructions, a role marker, the reader's
+    answer reshaped, the text's use for answering. A unit that shows none is read with the reader's
+    `unaddressed` penalty: the learned reading alone, on text of a genre it never saw, took quotations,
+    questions and advice to a person for text addressed to an AI."""
+    fs = reading_text(sentence)
+    return any(r.search(fs) for r in INJ_ADDRESSEE_RE) or any(r.search(fs) for r in INJ_STRONG_RE)
+
+
 class InjectionReader:
     """The injection question by unit (line, sentence, clause): a passage is as much addressed to an AI
     as its most AI-addressed unit, whatever surrounds it (`training/injection.py` fits it and writes its
@@ -168,6 +178,8 @@ class InjectionReader:
             # stage 2: (weight of the n-gram logit, bias) beside the sentence embedding
             self.stage2 = tuple(float(x) for x in z["stage2"]) if "stage2" in z else (1.0, 0.0)
             self.wl = z["cues"].astype(np.float32) if "cues" in z else None
+            # subtracted from the logit of a unit that shows no addressee (`injection_addressed`)
+            self.unaddressed = float(z["unaddressed"][0]) if "unaddressed" in z else 0.0
         self.embedder_id = self.meta.get("embedder")
         self._vec = None
         self._embedder = None
@@ -198,6 +210,8 @@ class InjectionReader:
         first = a * out + b2
         if self.wl is not None:
             first = first + np.asarray([injection_cues(t) for t in sentences], dtype=np.float32) @ self.wl
+        if self.unaddressed:
+            first = first - self.unaddressed * np.asarray([0.0 if injection_addressed(t) else 1.0 for t in sentences])
         top = np.argsort(-first)[:EMBED_TOP_K]
         full = np.full(len(sentences), -np.inf)
         full[top] = first[top] + self._embed([sentences[i] for i in top], embedder) @ self.we
