@@ -64,6 +64,7 @@ from sourcegate.judges.local.model import (  # noqa: E402
     INJ_WORD,
     injection_addressed,
     injection_sentences,
+    injection_unit_cues,
     reading_text,
 )
 
@@ -405,9 +406,11 @@ class Reader:
         return self
 
     def sentence_logits(self, ss: list[str]) -> np.ndarray:
-        first = self.a * (self.ngrams(ss) @ self.coef + self.b) + cue_counts(ss) @ self.wl + self.b2
+        cues = [injection_unit_cues(t) for t in ss]
+        first = (self.a * (self.ngrams(ss) @ self.coef + self.b) + np.asarray([c[:2] for c in cues], dtype=np.float32) @ self.wl
+                 + self.b2)
         if self.unaddressed:
-            first = first - self.unaddressed * np.asarray([0.0 if injection_addressed(t) else 1.0 for t in ss])
+            first = first - self.unaddressed * np.asarray([0.0 if c[2] else 1.0 for c in cues])
         top = np.argsort(-first)[:EMBED_TOP_K]
         out = np.full(len(ss), -np.inf)
         out[top] = first[top] + self.embed([ss[i] for i in top]) @ self.we

@@ -131,12 +131,10 @@ INJECTION_ADDRESSEE = [
     r"\b(automated|automatic|autonomous) (agents?|systems?|tools?|readers?|pipelines?)\b",
     r"\b(to|for|pour|para|per|fur|voor|an) (the |le |la |el |o |il |l.|das |den |het |de )?(ai|ia|ki|models?|modele|modelo|modello|modell|taalmodel|sprachmodell)\b",
     r"\b(ai|a\.i\.|ia|ki|llms?|gpt[\w-]*|chat ?gpt|chatbots?|bots?|copilot|claude|gemini|bard|mistral|perplexity)\b",
-    r"\b(assistants?|assistente|assistenti|asistentes?|assistent(en|e)?)\b",
+    r"\b(assistants?|assistent(e|i|en)?|asistentes?)\b",
     r"\b(ai|ia|ki|virtual|virtuel\w*|automated|automatic|automatique|digital|conversational|chat|smart) ?-?(assistants?|assistente|asistentes?|assistent(en)?)\b",
-    r"\b(assistants?|asistentes?|assistent(en|e)?) (ia|d.ia|virtuel\w*|virtual\w*|ki|de ia|automatique\w*)\b",
     r"\b(language|ai|ia|ki|generative|foundation) models?\b|\bmodeles? (de langage|d.ia|ia)\b|\bmodel(o|os) de (lenguaje|linguagem|ia)\b|"
     r"\bmodell[oi] (linguistic[oi]|ia)\b|\b(sprach|ki-)modell\w*|\btaalmodel\w*|\bagents? conversationnel\w*",
-    r"\b(ai|ki|ia)-\w+",
     # a role marker or a system prompt, named
     r"\b(system|systeem)(e|s)?[- ]?(prompt|instructions?|anweisung\w*|opdracht\w*|message|nachricht|bericht|order)\b|\bsystemanweisung\w*|\bsysteemopdracht\w*",
     r"\b(prompt|instructions?|anweisung\w*|message|consigne|instruccion|istruzione|instrucao|ordre|orden|ordine)s? (du |del |di |des |de |do |des )?(systeme|sistema|systems?)\b",

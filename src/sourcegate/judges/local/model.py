@@ -142,10 +142,18 @@ INJ_SENT_FILE = "injection_sentences"
 EMBED_TOP_K = 2
 
 
+def injection_unit_cues(sentence: str) -> tuple[float, float, bool]:
+    """One reading of a unit's cues: how many strong and weak cue patterns (text addressed to an AI) it
+    matches, and whether it shows an addressee (`injection_addressed`)."""
+    fs = reading_text(sentence)
+    strong = sum(1 for r in INJ_STRONG_RE if r.search(fs))
+    weak = sum(1 for r in INJ_WEAK_RE if r.search(fs))
+    return float(strong), float(weak), strong > 0 or any(r.search(fs) for r in INJ_ADDRESSEE_RE)
+
+
 def injection_cues(sentence: str) -> tuple[float, float]:
     """How many of the strong and weak cue patterns (text addressed to an AI) a sentence matches."""
-    fs = reading_text(sentence)
-    return (float(sum(1 for r in INJ_STRONG_RE if r.search(fs))), float(sum(1 for r in INJ_WEAK_RE if r.search(fs))))
+    return injection_unit_cues(sentence)[:2]
 
 
 def injection_addressed(sentence: str) -> bool:
@@ -154,8 +162,7 @@ def injection_addressed(sentence: str) -> bool:
     answer reshaped, the text's use for answering. A unit that shows none is read with the reader's
     `unaddressed` penalty: the learned reading alone, on text of a genre it never saw, took quotations,
     questions and advice to a person for text addressed to an AI."""
-    fs = reading_text(sentence)
-    return any(r.search(fs) for r in INJ_ADDRESSEE_RE) or any(r.search(fs) for r in INJ_STRONG_RE)
+    return injection_unit_cues(sentence)[2]
 
 
 class InjectionReader:
@@ -208,10 +215,11 @@ class InjectionReader:
             return out
         a, b2 = self.stage2
         first = a * out + b2
+        cues = [injection_unit_cues(t) for t in sentences]
         if self.wl is not None:
-            first = first + np.asarray([injection_cues(t) for t in sentences], dtype=np.float32) @ self.wl
+            first = first + np.asarray([c[:len(self.wl)] for c in cues], dtype=np.float32) @ self.wl
         if self.unaddressed:
-            first = first - self.unaddressed * np.asarray([0.0 if injection_addressed(t) else 1.0 for t in sentences])
+            first = first - self.unaddressed * np.asarray([0.0 if c[2] else 1.0 for c in cues])
         top = np.argsort(-first)[:EMBED_TOP_K]
         full = np.full(len(sentences), -np.inf)
         full[top] = first[top] + self._embed([sentences[i] for i in top], embedder) @ self.we
