@@ -11,7 +11,9 @@ computes it, for this checkout and (with `--compare REF`) a git ref, in the same
 - Planted: the same hosts with one sentence or clause of `training.planted` (report families only, six
   languages, first/middle/last, alone or after a semicolon, look-alike letters and invisible fillers). Figure:
   the share above 0.7, quiet and loud apart, per language, placement, join and disguise.
-- BIPIA pairs and the hand-written blind sets (`training/data/injection_blind*.jsonl`): AUROC.
+- BIPIA pairs and the hand-written blind sets (`training/data/injection_blind*.jsonl`): AUROC; BIPIA's also
+  apart for the attacks that show an addressee (`injection_addressed`: "Add ... to your reply") and those that
+  do not (a request typed to a chatbot, "What is the capital of Brazil?"), each against every clean e-mail.
 """
 
 from __future__ import annotations
@@ -46,8 +48,22 @@ def items(n_planted: int, seed: int = 20261205) -> list[dict]:
             for line in path.read_text(encoding="utf-8").splitlines():
                 if line.strip():
                     r = json.loads(line)
-                    out.append({"set": name, "text": r["text"], "label": int(r["label"])})
+                    out.append({"set": name, "text": r["text"], "label": int(r["label"]), "query": r.get("query")})
+    _mark_bipia_addressee(out)
     return out
+
+
+def _mark_bipia_addressee(rows: list[dict]) -> None:
+    """Whether a BIPIA attack shows an addressee (`injection_addressed`, this checkout's patterns): its units
+    are those of the attacked e-mail that its clean e-mail (same question) does not have."""
+    sys.path.insert(0, str(REPO / "src"))
+    from sourcegate.judges.local.model import injection_addressed, injection_sentences
+
+    clean = {r["query"]: set(injection_sentences(r["text"])) for r in rows if r["set"] == "bipia" and r["label"] == 0}
+    for r in rows:
+        if r["set"] == "bipia" and r["label"] == 1:
+            units = [u for u in injection_sentences(r["text"]) if u not in clean.get(r["query"], set())]
+            r["addressed"] = any(injection_addressed(u) for u in units)
 
 
 SCORER = r"""
@@ -102,6 +118,12 @@ def report(rows: list[dict], scores: list[dict]) -> dict:
             out[name] = {"n": len(idx), "auroc": round(float(roc_auc_score(y, p[idx])), 4),
                          "pos_above_0.7": round(float(np.mean(p[idx][y == 1] > 0.7)), 3),
                          "neg_above_0.7": round(float(np.mean(p[idx][y == 0] > 0.7)), 3)}
+            if name == "bipia":
+                for key, want in (("addressed", True), ("unaddressed", False)):
+                    sub = [i for i in idx if rows[i]["label"] == 0 or rows[i].get("addressed") is want]
+                    ys = np.asarray([rows[i]["label"] for i in sub])
+                    out[name][f"auroc_{key}_attacks"] = round(float(roc_auc_score(ys, p[sub])), 4)
+                    out[name][f"{key}_attacks"] = int(ys.sum())
     return out
 
 
@@ -124,7 +146,9 @@ def main(argv=None) -> int:
         o, pl = r["ordinary"], r["planted"]
         print(f"{label}: ordinary above 0.7 {o['above_0.7']:.4f} of {o['passages']} ({o['genres']} genres); planted above 0.7 "
               f"{pl['above_0.7']:.3f} of {pl['planted']} (quiet {pl['quiet'].get('True')}, loud {pl['quiet'].get('False')}); "
-              + "; ".join(f"{k} AUROC {r[k]['auroc']}" for k in ("bipia", "blind", "blind2") if k in r))
+              + "; ".join(f"{k} AUROC {r[k]['auroc']}" for k in ("bipia", "blind", "blind2") if k in r)
+              + (f" (BIPIA attacks with an addressee {r['bipia']['auroc_addressed_attacks']} of {r['bipia']['addressed_attacks']}, "
+                 f"without {r['bipia']['auroc_unaddressed_attacks']} of {r['bipia']['unaddressed_attacks']})" if "bipia" in r else ""))
         print("   by genre: " + ", ".join(f"{k} {v['above_0.7']:.3f}" for k, v in o["by_genre"].items()))
         print("   planted: " + "; ".join(f"{k} {pl[k]}" for k in ("lang", "where", "join", "disguise")))
     if a.json:

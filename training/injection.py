@@ -6,7 +6,7 @@ person, however imperative, advisory, legal, scientific or technical, is not. Th
 is the Platt scaling of the maximum over its units of one unit model
 (`sourcegate.judges.local.model.InjectionReader`): hashed character and word n-grams and cue counts for
 every unit, the sentence embedding of the `EMBED_TOP_K` most suspicious ones; a unit that shows no addressee
-(`model.injection_addressed`: no AI system named, no override, no role marker, no answer reshaped, no use of the
+(`model.injection_addressed`: no AI system spoken to, no override, no role marker, no answer reshaped, no use of the
 text for answering) has `UNADDRESSED_PENALTY` subtracted from its logit.
 
 Data, every label set by how the row is built:
@@ -34,7 +34,8 @@ letters and invisible fillers; quiet ones apart), the hand-written blind passage
 (`training/data/injection_blind*.jsonl`, never read for fitting) and BIPIA pairs (never read for fitting).
 
     python -m training.injection            # ~5 min on 2 cores; writes .cache/injection/
-    python -m training.injection --logo     # and the leave-one-genre-out figures first (~3 min a genre)
+    python -m training.injection --logo     # and the leave-one-genre-out figures first (~1 min a genre)
+    python -m training.injection --logo --logo-alarms FILE   # each false alarm with the unit that raised it
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -362,9 +365,11 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
 PLANTED_SHARE = 0.2
 
 # subtracted from the logit of a unit that shows no addressee (`model.injection_addressed`). Measured leave
-# one genre out (bench/README.md, "A unit must show an addressee"): 0.031 of ordinary passages above 0.7 with
-# no penalty (the previous recipe), 0.012 with 4; no other value was measured
-UNADDRESSED_PENALTY = 4.0
+# one genre out (bench/README.md, "A unit must show an addressee" and "An AI spoken to, not named"): 0.031 of
+# ordinary passages above 0.7 with no penalty (an earlier recipe), 0.012 with 4; with the addressee read as an
+# AI spoken to and the calibration's positives addressed, 0.0098 with 4 and 0.0064 with 6 (planted report
+# families above 0.7: 0.955 and 0.960)
+UNADDRESSED_PENALTY = 6.0
 
 # inverse regularisation of the n-gram stage (1.0 measured: more ordinary passages above 0.7, 2.1 % against
 # 1.8 %, and the same real passages about passwords)
@@ -438,15 +443,20 @@ class Reader:
         return 1.0 / (1.0 + np.exp(-(a * self.passage_logits(texts) + b)))
 
 
-def calibration_set(rng: random.Random, exclude: str | None = None) -> tuple[list[str], list[int]]:
+def calibration_set(rng: random.Random, exclude: str | None = None,
+                    public_addressed: bool = True) -> tuple[list[str], list[int]]:
     """Held-out fitted documents of every genre (but `exclude`), clean (0) and with one calibration
-    positive planted (1): public strings of the calibration split and training template families."""
+    positive planted (1): public strings of the calibration split and training template families. As in
+    the fit, a public string counts as a positive only where it shows an addressee (`public_addressed`):
+    two in three of the calibration split's strings are requests typed to a chatbot, and as positives read
+    with the unaddressed penalty they flattened the scaling until ordinary unaddressed units crossed 0.7."""
     from training import genres
 
     hosts = [r for r in genres.load() if r["part"] == "fit" and cal_doc(r["doc"]) and r["genre"] != exclude
              and r["genre"] not in genres.MEASURE_ONLY]
     pos_pub, _ = public_strings()
-    pool = [x for x in pos_pub if string_split(x) == "cal"] + templated("train", random.Random(rng.random()), 400)
+    pool = [x for x in pos_pub if string_split(x) == "cal" and (not public_addressed or injection_addressed(x))]
+    pool += templated("train", random.Random(rng.random()), 400)
     texts, y = [], []
     for r in hosts:
         texts.append(r["text"]); y.append(0)
@@ -505,6 +515,8 @@ def main(argv=None) -> int:
     ap.add_argument("--public-all", action="store_true",
                     help="keep every public injection string as a positive, addressed or not")
     ap.add_argument("--out-logo", type=Path, help="with --logo: write the per-genre figures here (JSON)")
+    ap.add_argument("--logo-alarms", type=Path,
+                    help="with --logo: append every passage above 0.7 here (JSON lines: genre, half, probability, the unit read)")
     args = ap.parse_args(argv)
     t0 = time.time()
     from sklearn.feature_extraction.text import HashingVectorizer
@@ -518,8 +530,11 @@ def main(argv=None) -> int:
     cache: dict[str, np.ndarray] = {}
     cache_file = ROOT / ".cache" / "injection" / f"emb-{embedder.id}.npz"
     if cache_file.exists():
-        with np.load(cache_file, allow_pickle=False) as z:
-            cache.update(zip(z["texts"].tolist(), z["vectors"]))
+        try:
+            with np.load(cache_file, allow_pickle=False) as z:
+                cache.update(zip(z["texts"].tolist(), z["vectors"]))
+        except (OSError, ValueError, zipfile.BadZipFile) as e:
+            print(f"embedding cache {cache_file} unreadable ({e}); embedding again", flush=True)
 
     def embed(texts):
         todo = [t for t in dict.fromkeys(texts) if t not in cache]
@@ -536,7 +551,9 @@ def main(argv=None) -> int:
     def save_cache():
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         keys = list(cache)
-        np.savez(cache_file, texts=np.asarray(keys), vectors=np.vstack([cache[k] for k in keys]))
+        tmp = cache_file.with_name(f"{cache_file.stem}.{os.getpid()}.tmp.npz")
+        np.savez(tmp, texts=np.asarray(keys), vectors=np.vstack([cache[k] for k in keys]))
+        os.replace(tmp, cache_file)  # whole or not at all: two runs at once must not leave a broken cache
 
     logo = {}
     if args.logo:
@@ -546,13 +563,20 @@ def main(argv=None) -> int:
             X, y, _ = fit_rows(rng, args.dev_weight, exclude=g, max_public_chars=args.max_public_chars,
                                public_addressed=not args.public_all)
             rd = Reader(embed, ngrams, args.unaddressed).fit(X, y)
-            rd.calibrate(*calibration_set(random.Random(args.seed + 1), exclude=g))
+            rd.calibrate(*calibration_set(random.Random(args.seed + 1), exclude=g, public_addressed=not args.public_all))
             rows = [r for r in genres.load() if r["genre"] == g]
             p = rd.prob([r["text"] for r in rows])
             meas = np.asarray([r["part"] == "measure" for r in rows])
             logo[g] = {"passages": len(rows), "above_0.7": round(float(np.mean(p > 0.7)), 4),
                        "measure_half_above_0.7": round(float(np.mean(p[meas] > 0.7)), 4),
                        "highest": [(round(float(p[i]), 3), rows[i]["text"][:120]) for i in np.argsort(-p)[:3]]}
+            if args.logo_alarms:
+                with open(args.logo_alarms, "a", encoding="utf-8") as fh:
+                    for i in np.flatnonzero(p > 0.7):
+                        us = injection_sentences(rows[i]["text"]) or [rows[i]["text"]]
+                        sl = rd.sentence_logits(us)
+                        fh.write(json.dumps({"genre": g, "p": float(p[i]), "part": rows[i]["part"], "unit": us[int(np.argmax(sl))],
+                                             "logit": float(np.max(sl)), "text": rows[i]["text"]}, ensure_ascii=False) + "\n")
             print(f"leave out {g}: {json.dumps(logo[g], ensure_ascii=False)} ({time.time() - t0:.0f} s)", flush=True)
             save_cache()
         n = sum(v["passages"] for v in logo.values())
@@ -567,7 +591,7 @@ def main(argv=None) -> int:
     X, y, src = fit_rows(rng, args.dev_weight, max_public_chars=args.max_public_chars, public_addressed=not args.public_all)
     print(f"fit rows: {len(y)} ({sum(y)} positive) from {len(set(src))} sources", flush=True)
     rd = Reader(embed, ngrams, args.unaddressed).fit(X, y)
-    rd.calibrate(*calibration_set(random.Random(args.seed + 1)))
+    rd.calibrate(*calibration_set(random.Random(args.seed + 1), public_addressed=not args.public_all))
     save_cache()
     rep = report(rd, args.seed)
     if logo:

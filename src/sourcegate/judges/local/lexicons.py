@@ -7,12 +7,14 @@ import re
 
 # Text addressed to an AI assistant / model / system rather than to a human reader.
 INJECTION_STRONG = [
-    r"\b(ignore|disregard|forget|override|bypass|skip)\b.{0,40}\b(previous|prior|above|earlier|preceding|all|any|your|system|original|initial)\b.{0,30}\b(instruction|instructions|directions|directives|prompt|prompts|rules|guidelines|context|messages?|commands?)\b",
-    r"\b(new|updated|real|actual|hidden|secret|additional|important) (system )?(instructions?|directives?|task|orders)\b\s*[:!-]",
+    r"\b(ignore|disregard|forget|override|bypass|skip)\b.{0,40}\b(previous|prior|above|earlier|preceding|all|any|your|system|original|initial)\b.{0,30}\b(instruction|instructions|directions|directives|prompt|prompts|rules|guidelines|context)\b",
+    # messages and commands only when they came before ("ignore any deprecation messages in this output" is a manual's)
+    r"\b(ignore|disregard|forget|override|bypass)\b.{0,40}\b(previous|prior|above|earlier|preceding|system|original|initial)\b.{0,30}\b(messages?|commands?)\b",
+    r"\b(new|updated|real|actual|hidden|secret|additional|important) (system )?(instructions?|directives?|task|orders)\b\s*([:!]|-(\s|$)|—)",
     r"\byou are now\b|\bfrom now on,? you\b|\bhenceforth,? you\b|\byou will now\b|\byou must now\b",
     r"\bas an? (ai|language model|llm|assistant|chatbot|large language model)\b",
     # addressed, not merely mentioned: a vocative or a "note to the AI" at the start of a sentence or line
-    r"(^|[\n.!?;>\[(|*#-]\s*)(hey |dear |hello |hi |attention,? |(a )?(note|message|instructions?|notice|reminder|request) (to|for) |to )?(the |any |all |every |each )?(ai|a\.i\.|llms?|gpt|chatbots?|bots?|ai (assistant|agent|model|system|tool|reader|summari[sz]er)s?|(language|ai) models?|(virtual|digital|ai|meeting|writing|coding|research|email|e-mail) assistants?|summari[sz]er( bots?)?|summari[sz]ation (bots?|tools?|models?)|automated (assistant|agent|reader|system)s?)\b[^.\n]{0,30}?[:,]",
+    r"(^|[\n.!?;>\[(|*#-]\s*)(hey |dear |hello |hi |attention,? |(a )?(note|message|instructions?|notice|reminder|request) (to|for) |to )?(the |any |all |every |each )?(ai|a\.i\.|llms?|gpt|chatbots?|bots?|ai (assistant|agent|model|system|tool|reader|summari[sz]er)s?|(language|ai) models?|(virtual|digital|ai|meeting|writing|coding|research|email|e-mail) assistants?|summari[sz]er( bots?)?|summari[sz]ation (bots?|tools?|models?)|automated (assistant|agent|reader|system)s?)\b(?![-‐‑]\d)[^.\n]{0,30}?[:,]",
     r"(^|[\n.!?;>\[(|*#-]\s*)(model|modele|modelo|modell|assistant|assistente|asistente|agent)\s*,\s*[a-z]",
     r"\bif you are (an? |the )?(ai|llm|language model|assistant|bot|chatbot|automated system|machine|model)\b|\b(any|every|each|all|whatever|the) (ai|llm|language model|assistant|bot|chatbot|ai (agent|tool|model|system))s?( \w+){0,2} (reading|processing|summari[sz]ing|parsing|retrieving|that (reads|processes|summari[sz]es|retrieves|parses))\b",
     r"(^|\n|\[|<|\|)\s*(system|assistant|ai|user|developer|admin)\s*(\]|>|:)",
@@ -28,10 +30,10 @@ INJECTION_STRONG = [
     r"(^|\n|\[|<|\|)\s*(assistent|asistente|assistente|ki|ia)\s*(\]|>|:)",
     r"<\|?(im_start|im_end|system|endoftext)\|?>|\[/?inst\]|\[/?sys\]|<<sys>>",
     r"\bsystem prompt\b|\bsystem message\b|\binitial prompt\b|\bprompt injection\b|\bjailbreak|\bdeveloper mode\b|\bdan mode\b|\bdo anything now\b",
-    r"\b(respond|reply|answer|output|print|say|write|return)( back)? (only|exclusively|just)( with)?\b",
+    r"\b(respond|reply|answer|output|print|say|write|return)( back)? (only|exclusively|just)( with)?\b(?! (to|when|if|once|after|on)\b)",
     r"\bdo not (tell|inform|mention|reveal|disclose|show|let)( this| it| that)? (to )?(the )?(user|human|reader|anyone)\b",
     r"\b(tell|inform|remind|convince|persuade|ask|instruct|direct) the (user|human|reader)\b",
-    r"\bin (your|the) (answer|response|reply|summary|output|next message|completion)\b",
+    r"\bin your (answer|response|reply|summary|output|next message|completion)\b",  # "in the response" is HTTP's
     r"\b(to|into|in) your (answer|response|output|completion)s?\b|\b(enhance|augment|begin|start|end|format|provide|prefix|conclude) your (answer|response|reply|output|completion)s?\b",
     r"\byour (answer|response|output|completion)s? (must|should|will|has to|needs to)\b",
     # instructions that reshape the reader's answer: only a system that answers is addressed
@@ -39,13 +41,16 @@ INJECTION_STRONG = [
     r"\b(modify|rewrite|change|alter|render|encode|reverse|scramble|jumble|rearrange|group|remove|replace|add|insert|include|append|translate) (\w+ ){0,3}(of |in |to |into )?your (answer|response|output|completion)s?\b",
     r"\b(when|if|while) (summari[sz]ing|answering|responding|you (summari[sz]e|answer|respond|read|process))\b",
     r"\b(when|while) generating (a |an |the )?(summary|summaries|answer|answers|response|responses|reply|replies|action items|minutes|output)\b",
-    r"\b(your|the) (instructions|guidelines|programming|training|restrictions|filters|safety (rules|guidelines)|content policy)\b",
-    r"\b(pretend|act|behave|roleplay|role-play) (to be|as if|as an?|like an?|you are)\b",
+    # "your instructions" addresses the reader; "the instructions" and "your training" are a manual's own words
+    r"\byour (instructions|guidelines|programming|restrictions|filters|safety (rules|guidelines)|content policy)\b",
+    # a role imposed on the reader ("act as a preservative", "pretend to be your bank" are not)
+    r"\bpretend (that )?(you are|you're)\b|\b(roleplay|role-play) as\b|\b(act|behave) (as if you|as though you|like you are)\b|"
+    r"\b(act|behave) as (an? |the )?(unrestricted|unfiltered|uncensored|jailbroken|evil|ai|assistant|chatbot|language model|llm|dan)\b",
     # French
     r"\b(ignore[rsz]?|oublie[rsz]?|ne tiens? pas compte)\b.{0,40}\b(instructions?|consignes?|regles|directives?|messages?) (precedent|anterieur|ci-dessus)",
     r"\b(tu es|vous etes) (desormais|maintenant|a present)\b|\ba partir de maintenant,? (tu|vous)\b",
     r"\ben tant qu.?(ia|intelligence artificielle|assistant|modele)\b",
-    r"(^|[\n.!?;>\[(|*#-]\s*)((note|message|consigne|remarque|hinweis|nota|aviso|instrucciones?|anweisung|instructions?) (a|au|a l.|aux|pour|pour l.|an|an das|an den|an die|fur|fur das|fur den|para|para el|para la|al|a la) )?(l.|das |den |die |el |la )?(ia|ki|intelligence artificielle|kunstliche intelligenz|inteligencia artificial|assistant(e)? (ia|d.ia|virtuel)|asistente( de ia| virtual)?|ki-(modell|assistent|system|agent)|sprachmodell|modele (de langage|d.ia)|modelo (de lenguaje|de ia))\b[^.\n]{0,30}?[:,]",
+    r"(^|[\n.!?;>\[(|*#-]\s*)((note|message|consigne|remarque|hinweis|nota|aviso|instrucciones?|anweisung|instructions?) (a|au|a l.|aux|pour|pour l.|an|an das|an den|an die|fur|fur das|fur den|para|para el|para la|al|a la) )?(l.|das |den |die |el |la )?(ia|ki|intelligence artificielle|kunstliche intelligenz|inteligencia artificial|assistant(e)? (ia|d.ia|virtuel)|asistente( de ia| virtual)?|ki-(modell|assistent|system|agent)|sprachmodell|modele (de langage|d.ia)|modelo (de lenguaje|de ia))\b(?![-‐‑]\d)[^.\n]{0,30}?[:,]",
     r"\bsi (tu es|vous etes) (une? )?(ia|assistant|modele|robot)\b|\b(ia|assistant|modele) qui (lis|lit|lisez|traite|resume)s?\b|\bwenn du (eine |ein )?(ki|sprachmodell|assistent)\b|\bsi (eres|es) (una? )?(ia|asistente|modelo)\b",
     r"\b(reponds|repondez|ecris|ecrivez|affiche|affichez) (uniquement|seulement)\b",
     r"\bne (dis|dites) (rien|pas) a l.?utilisateur\b|\b(dis|dites) a l.?utilisateur\b|\bdans ta reponse\b|\bdans votre reponse\b",
@@ -58,7 +63,7 @@ INJECTION_STRONG = [
 INJECTION_WEAK = [
     r"\b(ai|virtual|digital) assistant\b|\blanguage model\b|\bllms?\b|\bchat ?gpt\b|\bgpt-?\d|\bchatbot\b|\bclaude\b|\bcopilot\b|\bgemini\b|\bbard\b|\bassistant (ia|virtuel)\b|\bmodele de langage\b",
     r"\b(the )?user\b",
-    r"\b(assistant|model|ai|bot)\b",
+    r"\b(assistant|model|bot)\b|(?<![’'])\bai\b",
     r"\binstructions?\b|\bprompt\b",
     r"\b(you|your)\b",
     r"\b(must|should) (now|immediately)\b",
@@ -121,34 +126,78 @@ SUPERSEDED_WEAK = [
     r"\b(caduc|caduque|perimee?|abrogee?|veraltet|obsolet[oa]|derogad[oa])\b",
 ]
 
-# A unit that shows whom it addresses or what it overrides: an AI system named (in any of the languages
-# read), an order to drop earlier instructions or rules, a role marker, the reader's own answer reshaped, the
-# text's use for answering or summarising, the person the reader answers told something. Ordinary text
-# mostly shows none of these (0.3 % of the units of the genres' fitted documents do); the injection reader
-# reads a unit that shows none as far less likely addressed to an AI (`model.InjectionReader`).
+# an AI system, by name or by kind ("j'ai" is French for "I have", "IA-2" a control's number)
+_AI_NOUN = (r"((?<![’'])ai|a\.i\.|ia|ki|llms?|gpt[\w-]*|chat ?gpt|chatbots?|bots?|copilot|claude|gemini|bard|mistral|perplexity|"
+            r"assistants?|assistent(e|i|en)?|asistentes?|(language|generative|foundation) models?|modeles? (de langage|d.ia)|"
+            r"model(o|os) de (lenguaje|linguagem|ia)|modell[oi] (linguistic[oi]|ia)|(sprach|ki-)modell\w*|taalmodel\w*|"
+            r"agents? conversationnel\w*|(automated|automatic|autonomous) (agents?|systems?|tools?|readers?|pipelines?|assistants?))"
+            r"(?![-‐‑]\d)")
+# what a reader of the text says or does with it: the verbs of an order given to the system that answers
+_TELL_VERB = (r"(say|tell|answer|reply|respond|state|add|include|mention|write|output|report|recommend|ignore|call|send|"
+              r"forward|summari[sz]e|describe|claim|translate|repeat|print|return|insist|refuse|omit|present|advise|confirm|"
+              r"not (say|mention|tell|reveal|disclose|include)|never (say|mention|tell|reveal)|dire|repondre|indiquer|ajouter|"
+              r"mentionner|affirmer|ignorer|sagen|antworten|erwahnen|hinzufugen|decir|responder|indicar|anadir|rispondere|"
+              r"zeggen|antwoorden|vermelden|toevoegen|vertellen|melden|aanbevelen|dizer|recomendar|informar|recommander|"
+              r"signaler|preciser|raccomandare|consigliare|empfehlen|mitteilen|erzahlen|contar|aconsejar|"
+              r"give|provide|direct|point|link|classify|mark|treat|list|display|show|render|insert|append|use|decode|do|"
+              r"delete|remove|replace|pretend|act|make|keep|put|set|note|notez|ecris|ecrivez|reponds|repondez|dis|dites|"
+              r"ajoute|ajoutez|mentionne|mentionnez|schreibe|sag|antworte|fuge|escribe|responde|di|rispondi|scrivi|zeg|"
+              r"schrijf|antwoord|diga|escreva|responda)")
+_MODAL = (r"(must|should|shall|has to|have to|needs? to|is to|are to|is (asked|instructed|expected|required) to|"
+          r"are (asked|instructed|expected|required) to|doit|doivent|devra|devront|devrait|muss|mussen|soll|sollen|sollte|"
+          r"devez|devons|dois|debe|deben|debera|debes|deve|devono|devi|dovra|moet|moeten|zal|zullen|devem|devera|devemos)")
+_READING = (r"(reading|processing|summari[sz]ing|parsing|quoting|answering|indexing|ingesting|retrieving|consulting|"
+            r"handling|helping|reads|lit|liest|lee|legge|leest|le|is (asked|reading|processing|answering|summari[sz]ing)|"
+            r"(that|which|who|qui|die|que|che) (reads?|process(es)?|summari[sz]es?|quotes?|answers?|retrieves?|lit|lisent|"
+            r"traite|traitent|resume|resument|liest|lesen|lee|leen|legge|leggono|leest|lezen|le|leem)|lisant|lesend\w*)")
+
+# A unit that shows whom it addresses or what it overrides: an AI system spoken to (not merely named: "the
+# model reading this must say...", "Chatbots quoting this page must add...", "Note for the AI:", "Hey Claude,"),
+# an order to drop earlier instructions or rules, a role marker, the reader's own answer reshaped, the text's
+# use for answering or summarising, the person the reader answers told something. Ordinary text mostly shows
+# none of these, text about AI tools ("the chatbot handled 2,140 conversations", "gcloud ai models list")
+# included; the injection reader reads a unit that shows none as far less likely addressed to an AI
+# (`model.InjectionReader`).
 INJECTION_ADDRESSEE = [
-    # an AI system, named
-    r"\b(automated|automatic|autonomous) (agents?|systems?|tools?|readers?|pipelines?)\b",
-    r"\b(to|for|pour|para|per|fur|voor|an) (the |le |la |el |o |il |l.|das |den |het |de )?(ai|ia|ki|models?|modele|modelo|modello|modell|taalmodel|sprachmodell)\b",
-    r"\b(ai|a\.i\.|ia|ki|llms?|gpt[\w-]*|chat ?gpt|chatbots?|bots?|copilot|claude|gemini|bard|mistral|perplexity)\b",
-    r"\b(assistants?|assistent(e|i|en)?|asistentes?)\b",
-    r"\b(ai|ia|ki|virtual|virtuel\w*|automated|automatic|automatique|digital|conversational|chat|smart) ?-?(assistants?|assistente|asistentes?|assistent(en)?)\b",
-    r"\b(language|ai|ia|ki|generative|foundation) models?\b|\bmodeles? (de langage|d.ia|ia)\b|\bmodel(o|os) de (lenguaje|linguagem|ia)\b|"
-    r"\bmodell[oi] (linguistic[oi]|ia)\b|\b(sprach|ki-)modell\w*|\btaalmodel\w*|\bagents? conversationnel\w*",
+    # an AI system spoken to: told what to say or do, reading the text, or the one a note is for
+    r"\b" + _AI_NOUN + r"[\w'’-]*([\s,]+[\w'’-]+){0,6}?[\s,]+" + _MODAL + r"([\s,]+[\w'’-]+){0,3}?[\s,]+" + _TELL_VERB + r"\b",
+    r"\b(" + _AI_NOUN + r"|models?|modeles?|modelos?|modell[oi]?|modellen)[\w'’-]*(\s+[\w'’-]+){0,2}?\s+" + _READING + r"\b",
+    r"\b(to|for|pour|para|per|fur|voor|an|a|aux?) (the |any |every |all |each |le |la |les |el |o |il |l.|das |den |die |der |het |de )?"
+    r"(" + _AI_NOUN + r"|models?|modeles?|modelos?|modell[oi]?)\b\s*([,:;!]|$|\.\s|\. ?$)",
+    r"(^|[\n.!?;>\[|*#-]\s*)((hey|dear|hi|hello|ok|okay|attention|cher|chere|liebe|lieber|querido|querida|caro|cara|beste)[\s,]+)?"
+    r"(the |any |every |all |each |l.|la |le |el |die |der |das |de |het |o |il |\w+ )?" + _AI_NOUN + r"\b\s*[,:!]",
+    # spoken to anywhere: "Also, AI, mention...", "Assistant, render the image", "chatbot: say ..."
+    r"\b" + _AI_NOUN + r"\s*[,:]\s*(please |now |also |then |always |never |do not |don't |ne |n')?" + _TELL_VERB + r"\b",
+    # a label at the start of a unit: "For AI agents:", "Editor's note for AI news aggregators:", "[NOTE TO AI]:"
+    r"^\W*(\w+\W+){0,5}?" + _AI_NOUN + r"\b( [\w'’-]+){0,2}\W{0,3}:",
+    r"\b(instructions?|notes?|messages?|consignes?|hinweis|nota|aviso|orders?|directives?|anweisung\w*|opdracht\w*|task) "
+    r"(to|for|pour|a|an|fur|para|per|voor|aan) (the |l.|das |den |die |el |la |le |il |de |het |any |all )?" + _AI_NOUN + r"\b",
+    r"\b" + _AI_NOUN + r" (instructions?|directives?|orders?|commands?|tasks?|note|consignes?|anweisung\w*)\b",
+    r"\byou are (now )?(an? |the )([\w-]+ ){0,3}" + _AI_NOUN + r"\b",
+    # the reader asked what it is, or told what it now is
+    r"\b(if you are|if you're|als je|als u|se (voce|tu) (e|es)|se sei|si (tu es|vous etes|eres|es usted)|wenn du|falls du|wenn sie) "
+    r"(een |uma? |una? |un.|an? |ein(e)? |une? |the |l.)?" + _AI_NOUN + r"\b",
+    r"\b(you are now|from now on,? you|je bent nu|vanaf nu ben je|du bist (jetzt|nun|ab sofort)|ahora eres|a partir de ahora,? eres|"
+    r"agora (voce e|es)|ora sei|desormais,? (tu es|vous etes)|(tu es|vous etes) desormais)\b",
+    r"\b(hey|dear|hi|hello|ok|okay|ask|tell|cher|chere|liebe|lieber|querido|querida|caro|cara|beste) (the )?" + _AI_NOUN + r"\b",
+    r"\b(used|read|consulted|processed|summari[sz]ed|ingested|retrieved|quoted|utilise|lu|traite|resume|gelesen|verarbeitet|leido|"
+    r"procesado|letto|gelezen|lido) (by|par|von|durch|por|da|door) (an? |the |any |un |une |l.|la |le |eine?m? |einen |der |die |das |"
+    r"el |una? |il |een |de |het )?" + _AI_NOUN + r"\b",
     # a role marker or a system prompt, named
     r"\b(system|systeem)(e|s)?[- ]?(prompt|instructions?|anweisung\w*|opdracht\w*|message|nachricht|bericht|order)\b|\bsystemanweisung\w*|\bsysteemopdracht\w*",
     r"\b(prompt|instructions?|anweisung\w*|message|consigne|instruccion|istruzione|instrucao|ordre|orden|ordine)s? (du |del |di |des |de |do |des )?(systeme|sistema|systems?)\b",
-    r"\bprompts?\b",
+    # a prompt, not a shell's ("at the command prompt") nor the verb ("prompt the user for a password")
+    r"(?<!command )(?<!shell )(?<!login )(?<!password )(?<!terminal )(?<!console )\bprompts?\b(?! (for|the user|users|you)\b)",
     r"(^|[^\w\s]\s*)(system|assistant|systeme|sistema|assistente|asistente|assistent)\s*:",
     # an order to drop what came before
     r"\b(ignore|ignoring|disregard|forget|override|bypass|ignorez|ignora|ignoriere|negeer|oublie\w*|olvida\w*|vergiss|vergeet|dimentica|esqueca)\b"
     r".{0,40}\b(previous|prior|above|earlier|preceding|before|all|everything|alles|tout|todo|tutto|alle|tudo|sopra|hierboven|oben|ci-dessus|"
-    r"anterior\w*|precedent\w*|vorherig\w*|eerdere|your|deine|tes|vos|tus|tue|je|guidelines|rules|regeln|reglas|regole|regels|regras|instructions?)\b",
+    r"anterior\w*|precedent\w*|vorherig\w*|eerdere|acima|arriba|your|deine|tes|vos|tus|tue|je|guidelines|rules|regeln|reglas|regole|regels|regras|instructions?)\b",
     # the reader's own answer, reshaped; a reply restricted
     r"\b(your|ta|votre|tes|vos|deine?r?|tu|tus|tua|tue|je|jouw|sua|seu) (answer|response|reply|output|completion|reponse|"
     r"antwort|respuesta|risposta|antwoord|resposta)s?\b",
     r"\b(reply|respond|answer|say|state|output|write|repondez|reponds|antworte|responde|rispondi|antwoord|responda)\w* "
-    r"(only|just|exclusively|seulement|uniquement|nur|solo|solamente|alleen|somente|apenas)\b",
+    r"(only|just|exclusively|seulement|uniquement|nur|solo|solamente|alleen|somente|apenas)\b(?! (to|when|if|once|after|on)\b)",
     r"\b(answers?|repl\w+|responses?|reponses?|antwort\w*|respuestas?|rispost\w+) (automatique|automatic|automated|automatica|automatisch\w*|generee|generad\w*)s?\b",
     r"\b(automated|automatic|automatique|automatisch\w*|automatica|automatico|automatizad\w*|generated|generees?|generad\w*|generat\w*) "
     r"(answers?|repl\w+|responses?|reponses?|antwort\w*|respuestas?|rispost\w+|summar\w*|resumes?)\b",

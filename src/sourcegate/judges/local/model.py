@@ -158,8 +158,9 @@ def injection_cues(sentence: str) -> tuple[float, float]:
 
 def injection_addressed(sentence: str) -> bool:
     """Whether a unit shows whom it addresses or what it overrides (`lexicons.INJECTION_ADDRESSEE`, or a
-    strong cue): an AI system named, an order to drop earlier instructions, a role marker, the reader's
-    answer reshaped, the text's use for answering. A unit that shows none is read with the reader's
+    strong cue): an AI system spoken to (told what to say or do, reading the text, the one a note is for;
+    not merely named), an order to drop earlier instructions, a role marker, the reader's answer reshaped,
+    the text's use for answering. A unit that shows none is read with the reader's
     `unaddressed` penalty: the learned reading alone, on text of a genre it never saw, took quotations,
     questions and advice to a person for text addressed to an AI."""
     return injection_unit_cues(sentence)[2]
