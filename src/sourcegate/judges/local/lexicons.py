@@ -155,7 +155,7 @@ _READING = (r"(reading|processing|summari[sz]ing|parsing|quoting|answering|index
 # model reading this must say...", "Chatbots quoting this page must add...", "Note for the AI:", "Hey Claude,"),
 # an order to drop earlier instructions or rules, a role marker, the reader's own answer reshaped, the text's
 # use for answering or summarising, the person the reader answers told something. Ordinary text mostly shows
-# none of these, text about AI tools ("the chatbot handled 2,140 conversations", "gcloud ai models list")
+# none of these, text about AI tools ("our support chatbot answered 3,100 questions", "gcloud ai models list")
 # included; the injection reader reads a unit that shows none as far less likely addressed to an AI
 # (`model.InjectionReader`).
 INJECTION_ADDRESSEE = [
