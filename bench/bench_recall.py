@@ -77,8 +77,12 @@ def _measure(workdir: Path, rebuild: bool) -> dict:
     embedder = get_embedder(settings.embedder)
     code = hashlib.sha256()
     pkg = Path(sys.modules["sourcegate"].__file__).parent
-    for rel in ("embed.py", "ingest/chunker.py", "ingest/pipeline.py", "store/sqlite.py"):
-        code.update((pkg / rel).read_bytes())
+    # what ingest computes and stores: the chunks, their vectors and the passage-only readings (injection,
+    # superseded), so a tree with other injection weights or cue patterns builds its own index
+    for rel in ("embed.py", "ingest/chunker.py", "ingest/pipeline.py", "store/sqlite.py", "judges/local/lexicons.py",
+                "judges/local/model.py", "judges/local/judge.py", "judges/weights/injection_sentences.npz", "judges/weights/injection_sentences.json"):
+        if (pkg / rel).exists():
+            code.update((pkg / rel).read_bytes())
     results = {"embedder": embedder.id}
 
     def library(name: str, export: Path) -> tuple[SqliteStore, float | None]:
