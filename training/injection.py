@@ -595,7 +595,9 @@ def main(argv=None) -> int:
     save_cache()
     rep = report(rd, args.seed)
     if logo:
-        rep["leave_one_genre_out"] = logo
+        # the figures only: the passages' excerpts ("highest") stay in --out-logo, the genres' text is not shipped
+        rep["leave_one_genre_out"] = {g: ({k: v for k, v in x.items() if k != "highest"} if isinstance(x, dict) else x)
+                                      for g, x in logo.items()}
     print(json.dumps(rep, indent=1, ensure_ascii=False))
     nc = INJ_CHAR["n_features"]
     args.out.mkdir(parents=True, exist_ok=True)
