@@ -49,11 +49,11 @@ def items(n_planted: int, seed: int = 20261205) -> list[dict]:
                 if line.strip():
                     r = json.loads(line)
                     out.append({"set": name, "text": r["text"], "label": int(r["label"]), "query": r.get("query")})
-    _mark_bipia_addressee(out)
+    mark_bipia_addressee(out)
     return out
 
 
-def _mark_bipia_addressee(rows: list[dict]) -> None:
+def mark_bipia_addressee(rows: list[dict]) -> None:
     """Whether a BIPIA attack shows an addressee (`injection_addressed`, this checkout's patterns): its units
     are those of the attacked e-mail that its clean e-mail (same question) does not have."""
     sys.path.insert(0, str(REPO / "src"))

@@ -45,6 +45,7 @@ def requests(units: list[str]) -> list[str]:
 def main() -> int:
     from sklearn.metrics import roc_auc_score
 
+    from bench_injection import mark_bipia_addressee
     from sourcegate.embed import get_embedder
     from sourcegate.judges.local.model import injection_addressed, injection_sentences
     from training import genres
@@ -59,13 +60,12 @@ def main() -> int:
         a, b = v[:len(rq)], v[len(rq):]
         return float(np.max(1 - (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)))
 
-    rows = [json.loads(x) for x in (REPO.parent / "shared" / "data" / "bipia-dev" / "injection_pairs.jsonl").read_text().splitlines() if x.strip()]
-    clean = {r["query"]: set(injection_sentences(r["text"])) for r in rows if r["label"] == 0}
-    y, s = [], []
-    for r in rows:
-        if r["label"] == 1 and any(injection_addressed(u) for u in injection_sentences(r["text"]) if u not in clean[r["query"]]):
-            continue  # an attack with an addressee: the injection reader's own business
-        y.append(r["label"]); s.append(score(r["text"]))
+    rows = [{"set": "bipia", **json.loads(x)}
+            for x in (REPO.parent / "shared" / "data" / "bipia-dev" / "injection_pairs.jsonl").read_text().splitlines() if x.strip()]
+    mark_bipia_addressee(rows)
+    # an attack with an addressee is the injection reader's own business
+    rows = [r for r in rows if not r.get("addressed")]
+    y, s = [r["label"] for r in rows], [score(r["text"]) for r in rows]
     y, s = np.asarray(y), np.asarray(s)
     g = [r for r in genres.load() if r["part"] == "measure"]
     gs = np.asarray([score(r["text"]) for r in g])

@@ -203,7 +203,7 @@ def test_a_unit_shows_its_addressee_or_not(unit, addressed):
 
 
 def test_a_unit_that_shows_no_addressee_reads_lower():
-    """The shipped reader subtracts its `unaddressed` penalty from a unit that names no AI, overrides nothing and
+    """The shipped reader subtracts its `unaddressed` penalty from a unit that speaks to no AI, overrides nothing and
     reshapes no answer; a unit that does is read as the learned model reads it."""
     from sourcegate.judges.local.model import load_injection_reader
 
