@@ -103,3 +103,29 @@ def test_span_loss_ignores_unknown_places():
     assert torch.isfinite(only_ans) and abs(float(only_ans) - 0.6931) < 1e-3  # the answerable loss alone
     b["start"], b["end"] = torch.tensor([2, -100]), torch.tensor([3, -100])
     assert float(loss_of(Fixed(), b, False, "cpu").detach()) > float(only_ans)  # the known span adds its loss
+
+
+def test_nearest_list_reads_the_cheap_listing_when_the_judges_pairs_are_absent(tmp_path, monkeypatch):
+    import json
+
+    listing = {"x-1": ["doc/a#1", "doc/c#1"]}
+    (tmp_path / "nearest.json").write_text(json.dumps(listing))
+    monkeypatch.setattr(P, "PAIRS", tmp_path / "pairs.jsonl")
+    monkeypatch.setattr(P, "NEAREST", tmp_path / "nearest.json")
+    assert P.nearest() == listing
+    # the judge's pairs, when collected, are what the examples read
+    (tmp_path / "pairs.jsonl").write_text(json.dumps({"qid": "x-1", "passage": "doc/a#2"}) + "\n")
+    assert P.nearest() == {"x-1": ["doc/a#2"]}
+
+
+def test_candidates_are_the_labelled_passages_then_the_nearest():
+    np = pytest.importorskip("numpy")
+    from training import real_heads as R
+
+    ids = ["p1", "p2", "p3", "p4"]
+    vecs = np.eye(4, dtype=np.float32)
+    q = {"expected_sources": ["p3"], "relevant_sources": ["p4", "gone"], "forbidden_sources": [],
+         "archived_sources": []}
+    # nearest to the question: p2, then p1; labelled passages first, unknown ids dropped, no repeats
+    got = R.candidates_for(q, ids, vecs, np.array([0.5, 0.9, 0.1, 0.0], dtype=np.float32))
+    assert got[:2] == ["p3", "p4"] and got[2:4] == ["p2", "p1"] and sorted(got) == ids

@@ -22,6 +22,7 @@ to the candidate population (expected calibration error 0.008) and the gate at 0
 trades safety for answers. Measured and not shipped: see `training/reader/README.md`.
 
     python -m training.real_heads --collect              # pairs and features -> .cache/real_heads/pairs.jsonl (~30 min on 2 busy cores)
+    python -m training.real_heads --nearest              # only which passages each question is read against (~3 min)
     python -m training.real_heads --loso DIR             # per source S: heads fitted without S -> DIR/S/ (a weights folder)
     python -m training.real_heads --ship                 # heads fitted on all seven sources -> src/sourcegate/judges/weights/
 """
@@ -45,6 +46,7 @@ from sourcegate.judges.local import LocalJudge  # noqa: E402
 
 CACHE = ROOT / ".cache" / "real_heads"
 PAIRS = CACHE / "pairs.jsonl"
+NEAREST_FILE = CACHE / "nearest.json"  # question id -> the passages it is read against (`--nearest`)
 WEIGHTS = ROOT / "src" / "sourcegate" / "judges" / "weights"
 NEAREST = 8
 ANSWERABLE = {"factual", "twin", "yes_no_yes", "yes_no_no", "superseded", "fr_en", "en_fr", "two_part"}
@@ -55,6 +57,44 @@ def _load(p: Path) -> list[dict]:
     if p.suffix == ".json":
         return json.loads(text)
     return [json.loads(x) for x in text.splitlines() if x.strip()]
+
+
+def candidates_for(q: dict, ids: list[str], vecs: np.ndarray, v: np.ndarray) -> list[str]:
+    """The passages a question is read against: its labelled passages (expected, hard negatives, twins and
+    other revisions, archived), then the `NEAREST` of its library by embedding (`ids` with their `vecs`)."""
+    near = [ids[j] for j in np.argsort(-(vecs @ v))[:NEAREST]]
+    cand = list(dict.fromkeys(list(q.get("expected_sources") or []) + list(q.get("relevant_sources") or [])
+                              + list(q.get("forbidden_sources") or []) + list(q.get("archived_sources") or []) + near))
+    known = set(ids)
+    return [c for c in cand if c in known]
+
+
+def _library_vectors(emb, part: str) -> tuple[dict, list[str], np.ndarray, list[dict], np.ndarray]:
+    lib = library(part)
+    corpus = {r["id"]: r for r in _load(lib / "corpus.json")}
+    ids = list(corpus)
+    vecs = np.asarray(emb.embed([f"{corpus[i].get('title') or ''}\n{corpus[i]['text']}" for i in ids]), dtype=np.float32)
+    questions = _load(lib / "questions.jsonl")
+    qv = np.asarray(emb.embed([q["query"] for q in questions]), dtype=np.float32)
+    return corpus, ids, vecs, questions, qv
+
+
+def collect_nearest() -> None:
+    """Only which passages each question is read against (`NEAREST_FILE`; a few minutes): what
+    `training.reader.people` needs to build its examples, without the judge's readings of `collect`."""
+    from sourcegate.embed import get_embedder
+
+    emb = get_embedder()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    out: dict[str, list[str]] = {}
+    for part in PARTS:
+        _, ids, vecs, questions, qv = _library_vectors(emb, part)
+        for q, v in zip(questions, qv):
+            out[q["id"]] = candidates_for(q, ids, vecs, v)
+        print(f"{part}: {len(questions)} questions", flush=True)
+    tmp = NEAREST_FILE.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(NEAREST_FILE)
 
 
 def collect() -> None:
@@ -68,20 +108,11 @@ def collect() -> None:
     t0 = time.time()
     with open(PAIRS, "w", encoding="utf-8") as out:
         for part in PARTS:
-            lib = library(part)
-            corpus = {r["id"]: r for r in _load(lib / "corpus.json")}
-            ids = list(corpus)
-            vecs = np.asarray(emb.embed([f"{corpus[i].get('title') or ''}\n{corpus[i]['text']}" for i in ids]), dtype=np.float32)
+            corpus, ids, vecs, questions, qv = _library_vectors(emb, part)
             feats = {i: passage_features(corpus[i]["text"], corpus[i].get("title") or "", embedder=emb, vector=v)
                      for i, v in zip(ids, vecs)}
-            questions = _load(lib / "questions.jsonl")
-            qv = np.asarray(emb.embed([q["query"] for q in questions]), dtype=np.float32)
             for q, v in zip(questions, qv):
-                near = [ids[j] for j in np.argsort(-(vecs @ v))[:NEAREST]]
-                cand = list(dict.fromkeys(list(q.get("expected_sources") or []) + list(q.get("relevant_sources") or [])
-                                          + list(q.get("forbidden_sources") or []) + list(q.get("archived_sources") or [])
-                                          + near))
-                cand = [c for c in cand if c in corpus]
+                cand = candidates_for(q, ids, vecs, v)
                 inputs = [JudgeInput(id=c, text=corpus[c]["text"], title=corpus[c].get("title") or "",
                                      status=corpus[c].get("status"), version=corpus[c].get("version"),
                                      passage_features=feats[c], embedding=vecs[ids.index(c)]) for c in cand]
@@ -321,6 +352,8 @@ def write_weights(heads: dict, out: Path, meta: dict) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--collect", action="store_true")
+    ap.add_argument("--nearest", action="store_true", help="only the passages each question is read against (for "
+                                                             "training.reader.people), without the judge's readings")
     ap.add_argument("--loso", type=Path, metavar="DIR")
     ap.add_argument("--ship", action="store_true")
     ap.add_argument("--hidden", type=int, default=0, help="units of the heads' hidden layer (0: logistic regression)")
@@ -328,6 +361,8 @@ def main(argv=None) -> int:
                     help="weight of the evidence heads' positive pairs: the gate's operating point (measured, see the "
                          "README of training/)")
     a = ap.parse_args(argv)
+    if a.nearest:
+        collect_nearest()
     if a.collect:
         collect()
     if a.loso or a.ship:

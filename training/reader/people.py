@@ -3,8 +3,9 @@ users who had not read the passage ask them, over seven sources of the real corp
 
 Each question meets the passages the judge meets for it: its expected passages, its hard negatives
 (`relevant_sources`), and the passages of its source's library nearest to it by embedding
-(the list `training.real_heads --collect` wrote, `.cache/real_heads/pairs.jsonl`; without it, the
-labelled passages only). Labels come from the question's labels only:
+(the list `training.real_heads --collect` wrote, `.cache/real_heads/pairs.jsonl`, or `--nearest` in a few
+minutes, `.cache/real_heads/nearest.json`; without either, the labelled passages only). Labels come from
+the question's labels only:
 
 - span questions (factual, twin, across languages, superseded, two-part, and the unanswerable kinds):
   an expected passage is answerable (the answer's span when its exact text is in the window read, else
@@ -46,6 +47,7 @@ from .real import _segments
 TRAIN = REPO.parent / "shared" / "data" / "real" / "train" / "parts"
 CORPUS = REPO.parent / "shared" / "data" / "real" / "corpus" / "passages.jsonl"
 PAIRS = REPO / ".cache" / "real_heads" / "pairs.jsonl"
+NEAREST = REPO / ".cache" / "real_heads" / "nearest.json"
 HELD_OUT = ("openstack-b", "vitam")  # one English and one French source the reader and its heads never see
 SEED = 20261205
 MAX_LEN = 256  # the run-time reader's window
@@ -82,12 +84,15 @@ def questions(parts: tuple[str, ...] | None = None) -> list[dict]:
 
 
 def nearest() -> dict[str, list[str]]:
-    """Question id -> the passages `real_heads --collect` read for it (empty without that file)."""
+    """Question id -> the passages `real_heads --collect` read for it, else those `real_heads --nearest`
+    listed (the same list, without the few the judge did not read); empty without either file."""
     out: dict[str, list[str]] = {}
     if PAIRS.exists():
         for line in PAIRS.read_text(encoding="utf-8").splitlines():
             r = json.loads(line)
             out.setdefault(r["qid"], []).append(r["passage"])
+    elif NEAREST.exists():
+        out = json.loads(NEAREST.read_text(encoding="utf-8"))
     return out
 
 
