@@ -60,7 +60,8 @@ _DATA: dict[str, dict] = {}
 
 def examples_of(ckpt: Path) -> dict[str, int]:
     """Examples the checkpoint's run has trained on, by set of `examples.pt`: its plan rebuilt from the
-    run's arguments (`train.batches`, same seed), up to its step."""
+    run's arguments (`train.batches`, same seed), up to its step. `examples.pt` must be the file the run
+    read (a set added since changes the plan)."""
     import ast
 
     st = torch.load(ckpt, weights_only=False, map_location="cpu")
@@ -103,7 +104,8 @@ def main(argv=None) -> int:
             a.work.mkdir(parents=True, exist_ok=True)
             done_file.write_text(json.dumps(done, indent=1) + "\n")
         res = done[key]
-        rows.append({"weights": str(wd), "examples": sum(seen.values()), "people_examples": seen.get("people_fit", 0),
+        rows.append({"weights": str(wd.resolve()).replace(str(REPO) + "/", ""), "examples": sum(seen.values()),
+                     "people_examples": seen.get("people_fit", 0),
                      **res})
         print(json.dumps(rows[-1]), flush=True)
     print(f"\nheld-out sources: {', '.join(HELD_OUT)}\n")
