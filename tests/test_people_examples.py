@@ -129,3 +129,13 @@ def test_candidates_are_the_labelled_passages_then_the_nearest():
     # nearest to the question: p2, then p1; labelled passages first, unknown ids dropped, no repeats
     got = R.candidates_for(q, ids, vecs, np.array([0.5, 0.9, 0.1, 0.0], dtype=np.float32))
     assert got[:2] == ["p3", "p4"] and got[2:4] == ["p2", "p1"] and sorted(got) == ids
+
+
+def test_max_others_bounds_the_passages_that_do_not_answer_hard_negatives_first():
+    q = {"id": "x-9", "query": "how long are deleted datasets kept", "kind": "factual",
+         "expected_sources": ["doc/a#1"], "relevant_sources": ["doc/a#2"], "forbidden_sources": [], "answer": "30 days"}
+    near = ["doc/c#1", "doc/d#1"]
+    negs = lambda exs: [e["c"] for e in exs if e["kind"] == "qa" and e["ans"] == 0]  # noqa: E731
+    assert len(negs(_units(q, near=near))) == 3
+    one = P.units_for(q, PASSAGES, near, random.Random(0), lambda q, c: len(c) < 700, max_others=1)
+    assert negs(one) == [PASSAGES["doc/a#2"]["text"]]

@@ -52,7 +52,7 @@ HELD_OUT = ("openstack-b", "vitam")  # one English and one French source the rea
 SEED = 20261205
 MAX_LEN = 256  # the run-time reader's window
 SPAN_KINDS = {"factual", "twin", "fr_en", "en_fr", "superseded", "two_part", "unstated", "out_of_scope", "twin_missing"}
-MAX_OTHERS = 5  # passages that do not answer, per question: the labelled hard negatives and twins first
+MAX_OTHERS = 5  # passages that do not answer, per question: the labelled hard negatives first
 POLAR = {"yes_no_yes": 0, "yes_no_no": 1, "yes_no_open": 2}
 
 
@@ -108,7 +108,8 @@ def _window(text: str, rng: random.Random, around: int | None = None) -> str:
     return text[a:b]
 
 
-def units_for(q: dict, passages: dict[str, dict], near: list[str], rng: random.Random, fits) -> list[dict]:
+def units_for(q: dict, passages: dict[str, dict], near: list[str], rng: random.Random, fits,
+              max_others: int = MAX_OTHERS) -> list[dict]:
     kind = q["kind"]
     expected = [s for s in q.get("expected_sources") or [] if s in passages]
     # archived revisions and twins are set aside by their status and by the twin stage, not by their text: a
@@ -151,7 +152,7 @@ def units_for(q: dict, passages: dict[str, dict], near: list[str], rng: random.R
                 out.append({"kind": "qa", "q": query, "c": text, "a0": a0, "a1": a1, "ans": 1, "src": "people-answer"})
                 out.append({"kind": "nli", "q": query, "c": text, "nli": -1, "src": "people-nli-compatible"})
     neutral = 0
-    for pid in others[:MAX_OTHERS]:
+    for pid in others[:max_others]:
         text = _window(passages[pid]["text"], rng)
         if kind in POLAR:
             out.append({"kind": "polar", "q": query, "c": text, "pol": 2, "src": "people-polar-open"})
@@ -172,7 +173,7 @@ def corpus_passages() -> dict[str, dict]:
     return out
 
 
-def build(split: str = "fit", seed: int = SEED, fits=None) -> list[list[dict]]:
+def build(split: str = "fit", seed: int = SEED, fits=None, max_others: int = MAX_OTHERS) -> list[list[dict]]:
     """One unit per question of the sources not held out, in `split`."""
     rng = random.Random(f"{seed}:{split}")
     passages = corpus_passages()
@@ -182,7 +183,7 @@ def build(split: str = "fit", seed: int = SEED, fits=None) -> list[list[dict]]:
     for q in questions():
         if q["part"] in HELD_OUT or split_of(q) != split:
             continue
-        u = units_for(q, passages, near.get(q["id"], []), rng, fits)
+        u = units_for(q, passages, near.get(q["id"], []), rng, fits, max_others)
         for ex in u:
             ex["group"] = f"people:{q['id']}"
         if u:
@@ -251,6 +252,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="merge people_fit / people_cal, encoded, into this examples.pt")
     ap.add_argument("--show", type=int, default=0)
+    ap.add_argument("--max-others", type=int, default=MAX_OTHERS,
+                    help="passages that do not answer, per question (the held-out evaluation always reads 5)")
     ap.add_argument("--evaluate", type=Path, nargs="+", metavar="WEIGHTS_DIR",
                     help="no examples: score these readers on the held-out sources' pairs")
     a = ap.parse_args(argv)
@@ -259,7 +262,7 @@ def main(argv=None) -> int:
             print(wd, json.dumps(res))
         return 0
     enc = PeopleEncoder()
-    sets = {s: build(s, fits=enc.fits) for s in ("fit", "cal")}
+    sets = {s: build(s, fits=enc.fits, max_others=a.max_others) for s in ("fit", "cal")}
     for s, units in sets.items():
         c = collections.Counter(ex["src"] for u in units for ex in u)
         print(f"people_{s}: {len(units)} questions, {sum(c.values())} examples", dict(sorted(c.items())))
