@@ -22,7 +22,7 @@ to the candidate population (expected calibration error 0.008) and the gate at 0
 trades safety for answers. Measured and not shipped: see `training/reader/README.md`.
 
     python -m training.real_heads --collect              # pairs and features -> .cache/real_heads/pairs.jsonl (~30 min on 2 busy cores)
-    python -m training.real_heads --nearest              # only which passages each question is read against (~3 min)
+    python -m training.real_heads --nearest              # only which passages each question is read against (~75 s)
     python -m training.real_heads --loso DIR             # per source S: heads fitted without S -> DIR/S/ (a weights folder)
     python -m training.real_heads --ship                 # heads fitted on all seven sources -> src/sourcegate/judges/weights/
 """
