@@ -43,11 +43,12 @@ sys.path.insert(0, str(ROOT))
 
 from bench.bench_real_train import PARTS, library  # noqa: E402
 from sourcegate.judges.local import LocalJudge  # noqa: E402
+from training.weights_folder import SHIPPED, linked_weights  # noqa: E402
 
 CACHE = ROOT / ".cache" / "real_heads"
 PAIRS = CACHE / "pairs.jsonl"
 NEAREST_FILE = CACHE / "nearest.json"  # question id -> the passages it is read against (`--nearest`)
-WEIGHTS = ROOT / "src" / "sourcegate" / "judges" / "weights"
+WEIGHTS = SHIPPED
 NEAREST = 8
 ANSWERABLE = {"factual", "twin", "yes_no_yes", "yes_no_no", "superseded", "fr_en", "en_fr", "two_part"}
 
@@ -336,13 +337,7 @@ def report(rows: list[dict], heads_for) -> dict:
 
 def write_weights(heads: dict, out: Path, meta: dict) -> None:
     """A weights folder: the shipped files, with these reader heads."""
-    out.mkdir(parents=True, exist_ok=True)
-    for f in WEIGHTS.iterdir():
-        if f.name != "reader_heads.json" and f.is_file():
-            dst = out / f.name
-            if dst.exists() or dst.is_symlink():
-                dst.unlink()
-            dst.symlink_to(f.resolve())
+    linked_weights(out, own=("reader_heads.json",))
     old = json.loads((WEIGHTS / "reader_heads.json").read_text())
     doc = {**{k: v for k, v in old.items() if k not in ("heads", "prior_heads")}, **meta, "heads": heads,
            "prior_heads": prior_heads()}

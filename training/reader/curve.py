@@ -16,17 +16,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import shutil
 from pathlib import Path
 
 import torch
+
+from training.weights_folder import SHIPPED, linked_weights
 
 from .data import REPO
 from .export import META_NAME, ONNX_NAME, TOKENIZER_NAME, export
 from .people import HELD_OUT, evaluate
 from .train import batches
 
-WEIGHTS = REPO / "src" / "sourcegate" / "judges" / "weights"
 READER_FILES = (ONNX_NAME, TOKENIZER_NAME, META_NAME)
 HEADS_NAME = "reader_heads.json"
 
@@ -36,20 +36,9 @@ def checkpoints(ckpt_dir: Path) -> list[Path]:
 
 
 def weights_folder(ckpt: Path, out: Path) -> Path:
-    """`out`: the shipped weights (linked) with this checkpoint's reader exported in place of the shipped one."""
-    out.mkdir(parents=True, exist_ok=True)
-    for f in WEIGHTS.iterdir():
-        dst = out / f.name
-        if f.name in READER_FILES or not f.is_file():
-            continue
-        if f.name == HEADS_NAME:  # a copy: `stack.py --weights` writes this folder's own heads
-            if not dst.exists() or dst.is_symlink():
-                dst.unlink(missing_ok=True)
-                shutil.copy(f, dst)
-            continue
-        if dst.exists() or dst.is_symlink():
-            dst.unlink()
-        dst.symlink_to(f.resolve())
+    """`out`: the shipped weights (linked) with this checkpoint's reader exported in place of the shipped one,
+    and a copy of the shipped heads, which `stack.py --weights` refits for this reader."""
+    linked_weights(out, own=READER_FILES, copied=(HEADS_NAME,))
     if not (out / ONNX_NAME).exists():
         export(ckpt, out)
     return out
@@ -87,7 +76,7 @@ def examples_of(ckpt: Path) -> dict[str, int]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ckpt-dir", type=Path, required=True)
-    ap.add_argument("--start", type=Path, default=WEIGHTS, help="the weights folder the run continued from")
+    ap.add_argument("--start", type=Path, default=SHIPPED, help="the weights folder the run continued from")
     ap.add_argument("--work", type=Path, default=REPO / ".cache" / "reader" / "curve")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
