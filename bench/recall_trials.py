@@ -15,7 +15,9 @@ work folder; run it first). The questions are its 1,085 answerable train questio
   question is embedded alone and mapped to the `k` nearest words (cosine >= `tau`) of the library's
   vocabulary in the other language (words of 4+ letters seen 3+ times, embedded once). The second
   search's BM25 scores are scaled to the first search's best, and the fusion is the product's. Recall
-  among the 12 candidates, per language direction, for each (tau, k) of `--grid`.
+  among the 12 candidates, per language direction, for each (tau, k) of `--grid`; "mixed" adds the
+  words to the question instead (as the glossary's bridge does: one lexical search on the longer text,
+  and its vector beside the question's in the dense search).
 """
 
 from __future__ import annotations
@@ -158,13 +160,19 @@ def expand(workdir: Path, grid: list[tuple[float, int]]) -> dict:
     for q in bench_recall._questions():
         bq = bridge(q["query"], settings.library_language, glossary)
         expected = set(q["expected_sources"])
+        base = bq.text if bq.bridged else None
         for cfg in [None, *grid]:
-            extra_terms[:] = [] if cfg is None else other_words(q["query"], *cfg)
-            cands, _ = retriever.retrieve(q["query"], bridged=bq.text if bq.bridged else None)
-            hit = any(c.doc_id in expected for c in cands)
-            name = "product" if cfg is None else f"tau {cfg[0]}, k {cfg[1]}"
-            found[(name, "all")].append(hit)
-            found[(name, _direction(q, lang_of))].append(hit)
+            words = [] if cfg is None else other_words(q["query"], *cfg)
+            variants = [("product", [], base)] if cfg is None else [
+                (f"tau {cfg[0]}, k {cfg[1]}", words, base),
+                # the words mixed into the question itself: one lexical search, and one more dense vector
+                (f"tau {cfg[0]}, k {cfg[1]}, mixed", [], f"{base or q['query']} ({'; '.join(words)})" if words else base)]
+            for name, extra, bridged in variants:
+                extra_terms[:] = extra
+                cands, _ = retriever.retrieve(q["query"], bridged=bridged)
+                hit = any(c.doc_id in expected for c in cands)
+                found[(name, "all")].append(hit)
+                found[(name, _direction(q, lang_of))].append(hit)
     out = {"vocabulary": {lang: len(v) for lang, v in vocab.items()}}
     for (name, group), hits in sorted(found.items()):
         out.setdefault(name, {})[group] = [round(float(np.mean(hits)), 3), len(hits)]
