@@ -33,6 +33,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data" / "real"
 PARTS = ("etalab", "notify", "openstack-a", "openstack-b", "pgdocs", "scuba", "vitam")
+WORKDIR = Path(tempfile.gettempdir()) / "sourcegate-recall"  # where the indexes are kept (--workdir)
 
 
 def _jsonl(path: Path) -> list[dict]:
@@ -51,6 +52,15 @@ def _questions() -> list[dict]:
 def _dev_questions() -> list[dict]:
     rows = _jsonl(DATA / "dev" / "questions.jsonl")
     return [dict(q, id=q.get("id") or f"dev-{n + 1:03d}") for n, q in enumerate(rows) if q.get("expected_sources")]
+
+
+def newest_index(workdir: Path, name: str, embedder_id: str) -> Path:
+    """The most recently built index of `name` ("corpus" or "dev") for this embedder in `workdir`, for
+    scripts that read the benchmark's index (`recall_trials.py`, `training/rerank/pools.py`)."""
+    dbs = sorted(workdir.glob(f"{name}-{embedder_id}-*.db"), key=lambda p: p.stat().st_mtime)
+    if not dbs:
+        raise SystemExit(f"no {name} index in {workdir}: run `python bench/bench_recall.py` first")
+    return dbs[-1]
 
 
 def corpus_export(workdir: Path) -> Path:
@@ -204,7 +214,7 @@ def measure_tree(src: Path, workdir: Path, rebuild: bool, gate: int = 0) -> dict
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--compare", metavar="REF", help="also measure the checkout of this git ref, in the same run")
-    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "sourcegate-recall")
+    ap.add_argument("--workdir", type=Path, default=WORKDIR)
     ap.add_argument("--rebuild", action="store_true", help="ingest the libraries again")
     ap.add_argument("--gate", type=int, default=0, metavar="N", help="also N train questions through the whole gate")
     ap.add_argument("--json", type=Path, help="write every figure here")

@@ -27,7 +27,6 @@ import collections
 import json
 import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -52,10 +51,7 @@ def _setup(workdir: Path):
 
     settings = Settings()
     embedder = get_embedder(settings.embedder)
-    dbs = sorted(workdir.glob(f"corpus-{embedder.id}-*.db"), key=lambda p: p.stat().st_mtime)
-    if not dbs:
-        raise SystemExit(f"no corpus index in {workdir}: run `python bench/bench_recall.py` first")
-    store = SqliteStore(dbs[-1], embedder.id, embedder.dim)
+    store = SqliteStore(bench_recall.newest_index(workdir, "corpus", embedder.id), embedder.id, embedder.dim)
     passages = bench_recall._jsonl(bench_recall.DATA / "corpus" / "passages.jsonl")
     return settings, embedder, store, passages
 
@@ -182,7 +178,7 @@ def expand(workdir: Path, grid: list[tuple[float, int]]) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trial", choices=["sentences", "expand"])
-    ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "sourcegate-recall")
+    ap.add_argument("--workdir", type=Path, default=bench_recall.WORKDIR)
     ap.add_argument("--grid", default="0.5:2,0.6:1,0.7:1", help="tau:k pairs for `expand`")
     a = ap.parse_args(argv)
     if a.trial == "sentences":

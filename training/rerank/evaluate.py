@@ -6,7 +6,7 @@ held-out scores (`train.py --hold-out`), beside the product's fused order on the
 Each scores file holds, per question of the sources its model did not train on, one score per passage
 of the fused pool's first `RERANK_DEPTH`. Orders compared: the fused order; the reranker alone; and
 fused + w x reranker for a few w (the reranker's logit is on its own scale; the fused score is ~0-1).
-Figures per kind, per language direction and per source, for 12 candidates (and 5).
+Figures per kind, per language direction and per source, for `--k` candidates (12).
 """
 
 from __future__ import annotations
@@ -17,14 +17,13 @@ import json
 import sys
 from pathlib import Path
 
-from .common import CACHE, DATA, RERANK_DEPTH, load_pools
+from .common import CACHE, RERANK_DEPTH, corpus, load_pools
 
 WEIGHTS = (0.0, 0.02, 0.05, 0.1, 0.2, None)  # None: the reranker alone
 
 
 def lang_of() -> dict[str, str]:
-    rows = [json.loads(x) for x in (DATA / "corpus" / "passages.jsonl").read_text().splitlines() if x.strip()]
-    return {r["id"]: r.get("lang", "?") for r in rows}
+    return {pid: r.get("lang", "?") for pid, r in corpus().items()}
 
 
 def order(pool: list[dict], scores: list[float] | None, w: float | None, depth: int = RERANK_DEPTH) -> list[dict]:

@@ -15,25 +15,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
+from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "data" / "real"
-CACHE = REPO / ".cache" / "rerank"
-WORKDIR = Path(tempfile.gettempdir()) / "sourcegate-recall"
+from .common import CACHE, REPO
+
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "src"))
 
 
-def newest(prefix: str) -> Path:
-    dbs = sorted(WORKDIR.glob(f"{prefix}-*.db"), key=lambda p: p.stat().st_mtime)
-    if not dbs:
-        raise SystemExit(f"no {prefix} index in {WORKDIR}: run `python bench/bench_recall.py` first")
-    return dbs[-1]
-
-
-def dump(db: Path, questions: list[dict], pool: int, out: Path) -> int:
-    sys.path.insert(0, str(REPO / "src"))
+def dump(db: Path | None, library: str, questions: list[dict], pool: int, out: Path) -> int:
+    """`db`: the index to read; None: `bench_recall.py`'s newest index of `library` ("corpus" or "dev")."""
     from tqdm import tqdm
+
+    import bench_recall
 
     from sourcegate.crosslingual import bridge, load_glossary
     from sourcegate.embed import get_embedder
@@ -43,11 +38,9 @@ def dump(db: Path, questions: list[dict], pool: int, out: Path) -> int:
 
     settings = Settings()
     embedder = get_embedder(settings.embedder)
+    db = db or bench_recall.newest_index(bench_recall.WORKDIR, library, embedder.id)
     store = SqliteStore(db, embedder.id, embedder.dim)
-    rs = RetrievalSettings.from_settings(settings)
-    from dataclasses import replace
-
-    rs = replace(rs, dense_pool=pool, lexical_pool=pool, candidates=2 * pool)
+    rs = replace(RetrievalSettings.from_settings(settings), dense_pool=pool, lexical_pool=pool, candidates=2 * pool)
     retriever = Retriever(store, embedder, rs)
     glossary = load_glossary(str(settings.glossary_path) if settings.glossary_path else None)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -67,7 +60,6 @@ def dump(db: Path, questions: list[dict], pool: int, out: Path) -> int:
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(REPO / "bench"))
     import bench_recall
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -78,13 +70,11 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.dev:
         qs = [dict(q, part="dev") for q in bench_recall._dev_questions()]
-        db = a.db or newest("dev")
     else:
         qs = bench_recall._questions()
-        db = a.db or newest("corpus")
     out = a.out or CACHE / f"pools{'-dev' if a.dev else ''}-{a.pool}.jsonl"
-    n = dump(db, qs, a.pool, out)
-    print(f"{n} questions, pools of {a.pool}+{a.pool} from {db} -> {out}")
+    n = dump(a.db, "dev" if a.dev else "corpus", qs, a.pool, out)
+    print(f"{n} questions, pools of {a.pool}+{a.pool} -> {out}")
     return 0
 
 
