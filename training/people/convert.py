@@ -1,0 +1,677 @@
+"""Markup converters and the chunker that turn a documentation file into passages.
+
+The same rules as the real corpus (`passages.jsonl` of the project's shared real-document data):
+markup stripped, words never changed, passages of 300-1500 characters cut only at paragraph,
+list-item, line or sentence boundaries, chunks that are more than half code dropped. Each converter
+returns blocks `(kind, text)`: "h" a heading, "p" a paragraph or list item, "v" verbatim lines.
+Standard library and the `git` command only.
+"""
+import fnmatch
+import html
+import os
+import re
+import subprocess
+
+MIN_LEN = 300
+MAX_LEN = 1500
+MAX_PASSAGES_PER_DOC = 40  # keeps a source spread over many documents
+
+def find_git_dir(snapshots, repo):
+    base = os.path.join(snapshots, repo.replace("/", "+"))
+    for cand in (os.path.join(base, "repo"), os.path.join(base, ".git"), base):
+        if os.path.isdir(cand) and os.path.exists(os.path.join(cand, "HEAD")):
+            return cand
+    return None
+
+
+def git(gitdir, *args):
+    return subprocess.run(["git", "--git-dir=" + gitdir] + list(args), check=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+
+
+def list_files(gitdir, commit):
+    out = git(gitdir, "ls-tree", "-r", "-z", "--name-only", commit)
+    return [p for p in out.decode("utf-8", "replace").split("\0") if p]
+
+
+def read_file(gitdir, commit, path):
+    return git(gitdir, "show", "%s:%s" % (commit, path)).decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def matches(path, patterns):
+    return any(fnmatch.fnmatch(path, p) for p in patterns)
+
+
+# ---------------------------------------------------------------------------
+# Converters: each returns a list of blocks (kind, text) where kind is
+# "h" (heading), "p" (paragraph or list item) or "v" (verbatim lines).
+# ---------------------------------------------------------------------------
+ENTITIES = {"nbsp": " ", "zwsp": "", "sect": "§", "bull": "•", "commit_baseurl": ""}
+
+
+def unescape_entities(s, extra=None):
+    def rep(m):
+        name = m.group(1)
+        if extra and name in extra:
+            return extra[name]
+        if name in ENTITIES:
+            return ENTITIES[name]
+        u = html.unescape("&%s;" % name)
+        return u if u != "&%s;" % name else ""
+    return re.sub(r"&([A-Za-z][A-Za-z0-9._-]*);", rep, s)
+
+
+def squash(s):
+    return re.sub(r"[ \t\r\n\u00a0]+", " ", s).strip()
+
+
+DB_VERBATIM = ("programlisting", "screen", "synopsis", "literallayout", "cmdsynopsis")
+DB_BLOCK = ("para", "simpara", "term", "listitem", "entry", "row", "title", "refpurpose",
+            "member", "glossdef", "formalpara", "note", "warning", "tip",
+            "caution", "important", "blockquote", "step", "refnamediv")
+DB_SECTION = ("chapter", "sect1", "sect2", "sect3", "sect4", "refsect1", "refsect2",
+              "refsect3", "refentry", "appendix", "part", "section", "simplesect", "partintro")
+
+
+def docbook_labels(text):
+    """id -> label map for xref, from xreflabel attributes and titles."""
+    labels = {}
+    for m in re.finditer(r'<(\w+)[^>]*\bid="([^"]+)"[^>]*\bxreflabel="([^"]+)"', text):
+        labels[m.group(2)] = m.group(3)
+    for m in re.finditer(r'<(\w+)[^>]*\bid="([^"]+)"[^>]*>\s*(?:<[^>]+>\s*)*?<(?:title|refentrytitle)\b[^>]*>(.*?)</(?:title|refentrytitle)>',
+                         text, re.S):
+        labels.setdefault(m.group(2), squash(re.sub(r"<[^>]+>", "", m.group(3))))
+    for m in re.finditer(r'<varlistentry[^>]*\bid="([^"]+)"[^>]*>\s*<term>(.*?)</term>', text, re.S):
+        labels.setdefault(m.group(1), squash(re.sub(r"<[^>]+>", "", re.sub(r"<indexterm.*?</indexterm>", "", m.group(2), flags=re.S))))
+    for m in re.finditer(r'<refentry[^>]*\bid="([^"]+)"[^>]*>.*?<refentrytitle\b[^>]*>(.*?)</refentrytitle>', text, re.S):
+        labels.setdefault(m.group(1), squash(re.sub(r"<[^>]+>", "", m.group(2))))
+    return labels
+
+
+def convert_docbook(text, labels=None, entities=None):
+    labels = labels or {}
+    t = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    t = re.sub(r"<\?.*?\?>", "", t, flags=re.S)
+    t = re.sub(r"<!DOCTYPE.*?\]>", "", t, flags=re.S)
+    t = re.sub(r"<!DOCTYPE[^>]*>", "", t)
+    t = re.sub(r"<!ENTITY[^>]*>", "", t)
+    t = re.sub(r"<(indexterm|remark|manvolnum|refmiscinfo|refname|refsynopsisdivinfo|comment)\b.*?</\1>", "", t, flags=re.S)
+    t = re.sub(r"<indexterm\b[^>]*/>", "", t)
+
+    def xref(m):
+        lk = re.search(r'linkend="([^"]+)"', m.group(0))
+        if not lk:
+            return ""
+        lab = labels.get(lk.group(1), lk.group(1))
+        return lab
+    t = re.sub(r"<xref\b[^>]*/>", xref, t)
+    t = re.sub(r'<ulink\s+url="([^"]*)"\s*/>', r"\1", t)
+    t = re.sub(r'<ulink\s+url="([^"]*)"\s*>\s*</ulink>', r"\1", t)
+
+    verb = []
+
+    def keep_verbatim(m):
+        body = re.sub(r"<[^>]+>", "", m.group(2))
+        body = unescape_entities(body, entities).strip("\n")
+        verb.append(body)
+        return "\n\u0001V%d\u0001\n" % (len(verb) - 1)
+    t = re.sub(r"<(%s)\b[^>]*>(.*?)</\1>" % "|".join(DB_VERBATIM), keep_verbatim, t, flags=re.S)
+
+    # headings
+    def heading(m):
+        return "\n\u0001H%s\u0001\n" % squash(re.sub(r"<[^>]+>", "", m.group(2)))
+    t = re.sub(r"<(title|refentrytitle)\b[^>]*>(.*?)</\1>", heading, t, flags=re.S)
+    # table rows: cells joined with " | "
+    t = re.sub(r"</entry>\s*<entry\b[^>]*>", " | ", t)
+    t = re.sub(r"</term>\s*<listitem\b[^>]*>", "</term>\n\u0002", t)
+    t = re.sub(r"<listitem\b[^>]*>\s*(<para\b[^>]*>)?", "\n\u0002- ", t)
+    t = re.sub(r"<step\b[^>]*>\s*(<para\b[^>]*>)?", "\n\u0002- ", t)
+    t = re.sub(r"</?(%s)\b[^>]*>" % "|".join(DB_BLOCK + DB_SECTION), "\n\u0002", t)
+    t = re.sub(r"</?(variablelist|itemizedlist|orderedlist|varlistentry|tgroup|thead|tbody|table|informaltable|procedure|simplelist|glosslist|glossentry|refsection|refnamediv|refname|sidebar|figure|mediaobject|imageobject|textobject|example)\b[^>]*>", "\n\u0002", t)
+    t = re.sub(r"<refname>.*?</refname>", "", t, flags=re.S)
+    t = re.sub(r"<[^>]+>", "", t)
+    t = unescape_entities(t, entities)
+
+    blocks = []
+    for piece in re.split(r"\n\u0002|\n(?=\u0001)|(?<=\u0001)\n", t):
+        piece = piece.strip()
+        if not piece:
+            continue
+        m = re.fullmatch(r"\u0001V(\d+)\u0001", piece)
+        if m:
+            if verb[int(m.group(1))].strip():
+                blocks.append(("v", verb[int(m.group(1))]))
+            continue
+        m = re.fullmatch(r"\u0001H(.*)\u0001", piece, re.S)
+        if m:
+            if m.group(1).strip():
+                blocks.append(("h", m.group(1).strip()))
+            continue
+        for sub in re.split(r"(\u0001V\d+\u0001|\u0001H.*?\u0001)", piece):
+            sub = sub.strip()
+            if not sub:
+                continue
+            m = re.fullmatch(r"\u0001V(\d+)\u0001", sub)
+            if m:
+                blocks.append(("v", verb[int(m.group(1))]))
+                continue
+            m = re.fullmatch(r"\u0001H(.*)\u0001", sub, re.S)
+            if m:
+                blocks.append(("h", m.group(1).strip()))
+                continue
+            s = squash(sub)
+            if s and s != "-":
+                blocks.append(("p", s))
+    return blocks
+
+
+RST_ADMON = ("note", "warning", "caution", "important", "tip", "attention", "danger",
+             "seealso", "hint", "error", "admonition", "only", "glossary", "topic",
+             "versionadded", "versionchanged", "deprecated", "rubric", "list-table", "table",
+             "container", "sidebar", "centered", "hlist")
+RST_CODE = ("code-block", "code", "sourcecode", "parsed-literal", "highlight-block", "prompt")
+
+
+def rst_inline(s):
+    s = re.sub(r":(?:ref|doc|term|abbr|command|program|option|file|guilabel|menuselection|kbd|envvar|samp|class|meth|func|mod|py:\w+|rfc|pep|dfn|manpage|config:option|oslo.config:option|oslo.config:group)?:`([^`<]*?)\s*<[^>]*>`", r"\1", s)
+    s = re.sub(r":[\w.:-]+:`([^`]*)`", lambda m: m.group(1).split("/")[-1] if m.group(1).startswith("/") else m.group(1), s)
+    s = re.sub(r"`([^`<]+?)\s*<[^>]*>`__?", r"\1", s)
+    s = re.sub(r"``(.+?)``", r"\1", s)
+    s = re.sub(r"`([^`]+)`_{1,2}", r"\1", s)
+    s = re.sub(r"`([^`]+)`", r"\1", s)
+    s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
+    s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", s)
+    s = re.sub(r"\|([\w -]+)\|", r"\1", s)
+    s = re.sub(r"\\(.)", r"\1", s)
+    return s
+
+
+def convert_rst(text):
+    lines = text.replace("\t", "    ").split("\n")
+    blocks = []
+    para = []
+    i = 0
+    n = len(lines)
+    adorn = re.compile(r"^([=\-~^\"'`#*+_.:])\1{2,}\s*$")
+
+    def flush():
+        if para:
+            s = squash(rst_inline(" ".join(para)))
+            if s:
+                blocks.append(("p", s))
+            para.clear()
+
+    def indent_of(l):
+        return len(l) - len(l.lstrip(" "))
+
+    def take_indented(start, base):
+        body = []
+        j = start
+        while j < n and (not lines[j].strip() or indent_of(lines[j]) > base):
+            body.append(lines[j])
+            j += 1
+        while body and not body[-1].strip():
+            body.pop()
+        return body, j
+
+    while i < n:
+        line = lines[i]
+        stripped = line.strip()
+        # section titles (with or without overline)
+        if i + 1 < n and stripped and adorn.match(lines[i + 1]) and len(lines[i + 1].strip()) >= len(stripped) and not adorn.match(line):
+            flush()
+            blocks.append(("h", rst_inline(stripped)))
+            i += 2
+            continue
+        if adorn.match(line) and i + 2 < n and lines[i + 1].strip() and adorn.match(lines[i + 2]):
+            flush()
+            blocks.append(("h", rst_inline(lines[i + 1].strip())))
+            i += 3
+            continue
+        if adorn.match(line):
+            i += 1
+            continue
+        m = re.match(r"^(\s*)\.\.\s+([\w:-]+)::\s*(.*)$", line)
+        if m:
+            flush()
+            base = len(m.group(1))
+            name = m.group(2).lower()
+            arg = m.group(3).strip()
+            j = i + 1
+            while j < n and re.match(r"^\s+:[\w -]+:", lines[j]):  # directive options
+                j += 1
+            body, j = take_indented(j, base)
+            if name in RST_CODE:
+                dedent = min([indent_of(b) for b in body if b.strip()] or [0])
+                code = "\n".join(b[dedent:] for b in body).strip("\n")
+                if code.strip():
+                    blocks.append(("v", code))
+            elif name in RST_ADMON:
+                if arg and name not in ("only", "list-table", "table", "highlight"):
+                    para.append(arg)
+                dedent = min([indent_of(b) for b in body if b.strip()] or [0])
+                sub = convert_rst("\n".join(b[dedent:] for b in body))
+                flush()
+                blocks.extend(sub)
+            # other directives (include, toctree, image, figure, end, path, ...) dropped
+            i = j
+            continue
+        if re.match(r"^\s*\.\.(\s|$)", line):  # comment or target
+            flush()
+            base = indent_of(line)
+            _, j = take_indented(i + 1, base)
+            i = j
+            continue
+        if not stripped:
+            flush()
+            i += 1
+            continue
+        # literal block introduced by "::"
+        if stripped.endswith("::"):
+            text_part = stripped[:-2].rstrip()
+            if text_part:
+                para.append(text_part + (":" if not stripped.endswith(" ::") else ""))
+            flush()
+            base = indent_of(line)
+            j = i + 1
+            while j < n and not lines[j].strip():
+                j += 1
+            body, j2 = take_indented(j, base)
+            if body:
+                dedent = min([indent_of(b) for b in body if b.strip()] or [0])
+                code = "\n".join(b[dedent:] for b in body).strip("\n")
+                if code.strip():
+                    blocks.append(("v", code))
+                i = j2
+            else:
+                i += 1
+            continue
+        # list items start a new paragraph
+        if re.match(r"^\s*([*+-]|#\.|\d+[.)])\s+", line) and para:
+            flush()
+        # simple table borders
+        if re.match(r"^\s*[=+\-| ]{6,}$", line) and set(stripped) <= set("=+-| "):
+            flush()
+            i += 1
+            continue
+        para.append(stripped)
+        i += 1
+    flush()
+    return blocks
+
+
+def md_inline(s):
+    s = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", s)            # images
+    s = re.sub(r"\[!\[[^\]]*\]\([^)]*\)\]\([^)]*\)", "", s)  # badges
+    s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)          # links
+    s = re.sub(r"\[([^\]]*)\]\[[^\]]*\]", r"\1", s)
+    s = re.sub(r"<br\s*/?>", " ", s)
+    s = re.sub(r"<[^>]+>", "", s)
+    s = re.sub(r"`([^`]*)`", r"\1", s)
+    s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
+    s = re.sub(r"(?<!\w)__(.+?)__(?!\w)", r"\1", s)
+    s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", s)
+    s = re.sub(r"(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", r"\1", s)
+    s = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|<%.*?%>", "", s)
+    s = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>])", r"\1", s)
+    return html.unescape(s)
+
+
+def html_cell_lines(cell):
+    """Split an HTML-rich table cell into lines (lists become items)."""
+    c = re.sub(r"<li[^>]*>", "\n- ", cell)
+    c = re.sub(r"</?(ul|ol|p|div)[^>]*>|</li>|<br\s*/?>", "\n", c)
+    out = []
+    for l in c.split("\n"):
+        l = squash(md_inline(l))
+        if l and l != "-":
+            out.append(l)
+    return out
+
+
+def convert_md(text):
+    text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    lines = text.split("\n")
+    blocks = []
+    para = []
+    i, n = 0, len(lines)
+
+    def flush():
+        if para:
+            s = squash(md_inline(" ".join(para)))
+            if s and s not in ("-", "*"):
+                blocks.append(("p", s))
+            para.clear()
+
+    while i < n:
+        line = lines[i]
+        st = line.strip()
+        if re.match(r"^\s*(```|~~~)", line):
+            flush()
+            fence = st[:3]
+            j = i + 1
+            body = []
+            while j < n and not lines[j].strip().startswith(fence):
+                body.append(lines[j])
+                j += 1
+            code = "\n".join(body).strip("\n")
+            if code.strip():
+                blocks.append(("v", code))
+            i = j + 1
+            continue
+        m = re.match(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$", line)
+        if m:
+            flush()
+            h = squash(md_inline(m.group(2)))
+            if h:
+                blocks.append(("h", h))
+            i += 1
+            continue
+        if i + 1 < n and st and re.match(r"^\s*(=+|-+)\s*$", lines[i + 1]) and not st.startswith("|") and not para:
+            flush()
+            blocks.append(("h", squash(md_inline(st))))
+            i += 2
+            continue
+        if st.startswith(":::"):
+            flush()
+            rest = re.sub(r"^:::\s*\w*\s*", "", st)
+            if rest:
+                blocks.append(("p", squash(md_inline(rest))))
+            i += 1
+            continue
+        if st.startswith("|"):
+            flush()
+            while i < n and lines[i].strip().startswith("|"):
+                row = lines[i].strip().strip("|")
+                if not re.fullmatch(r"[\s:|-]*", row):
+                    cells = [c for c in row.split("|")]
+                    parts = [" ".join(html_cell_lines(c)) for c in cells]
+                    s = " | ".join(p for p in parts if p)
+                    if s:
+                        blocks.append(("p", s))
+                i += 1
+            continue
+        if not st or re.fullmatch(r"(\*\s*){3,}|(-\s*){3,}|(_\s*){3,}", st):
+            flush()
+            i += 1
+            continue
+        if re.match(r"^\s*(<\/?(ul|ol|table|tr|td|th|div|p|details|summary)[^>]*>\s*)+$", line):
+            flush()
+            i += 1
+            continue
+        if re.match(r"^\s*([*+-]|\d+[.)])\s+", line) and para:
+            flush()
+        st = re.sub(r"^([*+-])\s+\[[ xX]\]\s+", r"\1 ", st)
+        if st.startswith(">"):
+            st = st.lstrip("> ").strip()
+            if not st:
+                flush()
+                i += 1
+                continue
+        para.append(st)
+        i += 1
+    flush()
+    return blocks
+
+
+# ---------------------------------------------------------------------------
+# Chunking
+# ---------------------------------------------------------------------------
+SENT_SPLIT = re.compile(r"(?<=[.!?;:»)])\s+(?=[«\"(A-ZÀ-ÖØ-Þ0-9])")
+
+
+def split_long(text, limit=MAX_LEN):
+    if len(text) <= limit:
+        return [text]
+    pieces = []
+    units = text.split("\n") if "\n" in text else SENT_SPLIT.split(text)
+    if len(units) == 1:
+        return []  # one unbreakable run: dropped rather than cut mid-sentence
+    cur = ""
+    sep = "\n" if "\n" in text else " "
+    for u in units:
+        if len(u) > limit:
+            if cur:
+                pieces.append(cur)
+                cur = ""
+            pieces.extend(split_long(u, limit))
+            continue
+        if cur and len(cur) + len(sep) + len(u) > limit:
+            pieces.append(cur)
+            cur = u
+        else:
+            cur = cur + sep + u if cur else u
+    if cur:
+        pieces.append(cur)
+    return pieces
+
+
+def chunk_blocks(blocks):
+    """Yield (heading_path, text) chunks of MIN_LEN..MAX_LEN characters."""
+    sections = []  # (heading, [unit, ...])
+    heading = ""
+    cur = []
+    code = set()
+    for kind, text in blocks:
+        if kind == "h":
+            if cur:
+                sections.append((heading, cur))
+            heading, cur = text, [text]
+            continue
+        for u in split_long(text):
+            cur.append(u)
+            if kind == "v":
+                code.add(u)
+    if cur:
+        sections.append((heading, cur))
+
+    chunks = []
+    for heading, units in sections:
+        buf = ""
+        for u in units:
+            if buf and len(buf) + 2 + len(u) > MAX_LEN:
+                chunks.append([heading, buf])
+                buf = u
+            else:
+                buf = buf + "\n\n" + u if buf else u
+        if buf:
+            chunks.append([heading, buf])
+    # merge short chunks with a neighbour
+    merged = []
+    for h, t in chunks:
+        if merged and (len(merged[-1][1]) < MIN_LEN or len(t) < MIN_LEN) and len(merged[-1][1]) + 2 + len(t) <= MAX_LEN:
+            merged[-1][1] += "\n\n" + t
+        else:
+            merged.append([h, t])
+    out = []
+    for h, t in merged:
+        if not MIN_LEN <= len(t) <= MAX_LEN:
+            continue
+        code_chars = sum(len(u) for u in t.split("\n\n") if u in code)
+        if code_chars > 0.5 * len(t):
+            continue
+        out.append((h, t))
+    return out
+
+
+def prose_ok(text):
+    letters = sum(ch.isalpha() for ch in text)
+    return letters >= 0.55 * len(text)
+
+
+def detect_lang(path, default):
+    if default:
+        return default
+    p = "/" + path.lower()
+    if "/fr/" in p or p.startswith("/fr") or "/fr-" in p:
+        return "fr"
+    return "en"
+
+
+def slug(s):
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")
+
+
+# ---------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------
+# AsciiDoc (pve-docs, LinuxCNC, API guidelines): headings, paragraphs, lists, tables, listings
+# ---------------------------------------------------------------------------
+def adoc_inline(s, attrs=None):
+    attrs = attrs or {}
+    s = re.sub(r"\{([A-Za-z0-9_-]+)\}", lambda m: attrs.get(m.group(1), m.group(0)), s)
+    s = re.sub(r"<<[^,>]+,\s*([^>]+)>>", r"\1", s)
+    s = re.sub(r"<<([^>]+)>>", lambda m: m.group(1).replace("_", " ").strip(), s)
+    s = re.sub(r"(?:xref|link|mailto|footnote|kbd|menu|btn|pass):[^\[\s]*\[([^\]]*)\]", r"\1", s)
+    s = re.sub(r"(?:image|icon):[^\[\s]*\[[^\]]*\]", "", s)
+    s = re.sub(r"(https?://\S+?)\[([^\]]*)\]", lambda m: m.group(2) or m.group(1), s)
+    s = re.sub(r"\[\[[^\]]*\]\]|\[#[^\]]*\]", "", s)
+    s = re.sub(r"\+\+\+(.*?)\+\+\+|\+\+(.*?)\+\+", lambda m: m.group(1) or m.group(2) or "", s)
+    s = re.sub(r"(?<![\w+])\+([^+\n]+)\+(?![\w+])", r"\1", s)
+    s = re.sub(r"`+([^`]+)`+", r"\1", s)
+    s = re.sub(r"\*\*(.+?)\*\*|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", lambda m: m.group(1) or m.group(2), s)
+    s = re.sub(r"__(.+?)__|(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", lambda m: m.group(1) or m.group(2), s)
+    s = re.sub(r"(?<![\w#])#([^#\n]+)#(?![\w#])", r"\1", s)
+    s = re.sub(r"\s\+$", "", s)
+    return html.unescape(s)
+
+
+def _adoc_cols(attr_line):
+    m = re.search(r'cols\s*=\s*"([^"]*)"', attr_line or "")
+    if not m:
+        return None
+    n = 0
+    for part in m.group(1).split(","):
+        k = re.match(r"\s*(\d+)\*", part)
+        n += int(k.group(1)) if k else 1
+    return n or None
+
+
+def convert_adoc(text):
+    lines = text.replace("\t", "    ").split("\n")
+    blocks, para, attrs = [], [], {}
+    i, n = 0, len(lines)
+    last_attr = ""
+
+    def flush():
+        if para:
+            s = squash(adoc_inline(" ".join(para), attrs))
+            if s:
+                blocks.append(("p", s))
+            para.clear()
+
+    while i < n:
+        line = lines[i]
+        st = line.strip()
+        if st.startswith("////"):
+            flush()
+            j = i + 1
+            while j < n and not lines[j].strip().startswith("////"):
+                j += 1
+            i = j + 1
+            continue
+        if st.startswith("//"):
+            i += 1
+            continue
+        m = re.match(r"^:([A-Za-z0-9_-]+):\s*(.*)$", st)
+        if m and not para:
+            attrs[m.group(1)] = m.group(2)
+            i += 1
+            continue
+        if re.match(r"^(include|ifdef|ifndef|ifeval|endif|image|toc|video)::", st):
+            flush()
+            i += 1
+            continue
+        if re.fullmatch(r"(-{4,}|\.{4,}|`{3}.*)", st):
+            flush()
+            fence = "```" if st.startswith("```") else st
+            j = i + 1
+            body = []
+            while j < n and lines[j].strip() != fence:
+                body.append(lines[j])
+                j += 1
+            if "".join(body).strip():
+                blocks.append(("v", "\n".join(body).strip("\n")))
+            i = j + 1
+            continue
+        if re.fullmatch(r"[|!,:]={3,}", st):
+            flush()
+            cols = _adoc_cols(last_attr)
+            j = i + 1
+            rows, cells = [], []
+            while j < n and not re.fullmatch(r"[|!,:]={3,}", lines[j].strip()):
+                t = lines[j].strip()
+                if not t:
+                    if cells and not cols:
+                        rows.append(cells)
+                        cells = []
+                elif t.startswith("|"):
+                    parts = [c.strip() for c in re.split(r"(?<!\\)\|", t)[1:]]
+                    if not cols and cells and len(parts) > 1:
+                        rows.append(cells)
+                        cells = []
+                    cells.extend(parts)
+                elif cells:
+                    cells[-1] = (cells[-1] + " " + t).strip()
+                if cols and len(cells) >= cols:
+                    rows.append(cells[:cols])
+                    cells = cells[cols:]
+                j += 1
+            if cells:
+                rows.append(cells)
+            for r in rows:
+                s = " | ".join(squash(adoc_inline(c, attrs)) for c in r if c.strip())
+                if s:
+                    blocks.append(("p", s))
+            i = j + 1
+            last_attr = ""
+            continue
+        m = re.match(r"^(={1,6}|#{1,6})\s+(.+?)\s*$", line)
+        if m:
+            flush()
+            blocks.append(("h", squash(adoc_inline(m.group(2), attrs))))
+            i += 1
+            continue
+        if i + 1 < n and st and not para and re.fullmatch(r"(=+|-+|~+|\^+|\++)", lines[i + 1].strip()) \
+                and abs(len(lines[i + 1].strip()) - len(st)) <= 2 and len(st) > 1:
+            blocks.append(("h", squash(adoc_inline(st, attrs))))
+            i += 2
+            continue
+        if re.fullmatch(r"\[.*\]", st):
+            flush()
+            last_attr = st
+            i += 1
+            continue
+        if re.fullmatch(r"(={4,}|\*{4,}|_{4,}|\+{4,}|--)", st):
+            flush()
+            i += 1
+            continue
+        if not st:
+            flush()
+            i += 1
+            continue
+        if re.match(r"^\.[A-Za-z0-9]", st) and not para:
+            blocks.append(("p", squash(adoc_inline(st[1:], attrs))))
+            i += 1
+            continue
+        if re.match(r"^(\*+|-|\.+|\d+\.)\s+", st) and para:
+            flush()
+        m = re.match(r"^(NOTE|TIP|IMPORTANT|WARNING|CAUTION):\s+(.*)$", st)
+        if m:
+            flush()
+            st = m.group(1).capitalize() + ": " + m.group(2)
+        m = re.match(r"^(.+?)(::|;;)\s*(.*)$", st)
+        if m and not para and not st.startswith(("http", "*", "-")):
+            para.append(m.group(1) + ":" + (" " + m.group(3) if m.group(3) else ""))
+            i += 1
+            continue
+        st = re.sub(r"^(\*+|\.+)\s+", "- ", st)
+        para.append(st)
+        i += 1
+    flush()
+    return blocks
+
+
+CONVERTERS = {"md": convert_md, "rst": convert_rst, "adoc": convert_adoc}
