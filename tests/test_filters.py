@@ -180,3 +180,113 @@ def test_mcp_tool_filters_argument(gate):
     assert "filters" in tool.input_schema["properties"] and tool.input_schema["required"] == ["query"]
     assert not ok.is_error and {p["doc_id"] for p in ok.structured_content["evidence"]} == {"hg/hg5.md"}
     assert bad.is_error and "unknown filter key 'modle'" in bad.content[0].text
+
+
+# -- hostile metadata: what a filter error shows, and what a filter can select -----------------------
+
+ESC, BEL = "\x1b", "\x07"
+# OSC 8 (a hyperlink), OSC 0 (the window title), CSI 2J (clear the screen), BEL
+TERMINAL_TRAP = f"{ESC}]8;;http://evil.example/{BEL}HG{ESC}]8;;{BEL}{ESC}]0;owned{BEL}{ESC}[2J{BEL}-7"
+MARKUP_TRAP = "![leak](http://evil.example/x.png) [go](javascript:alert(1)) <img src=x onerror=alert(1)>"
+
+
+def _yaml_escaped(text: str) -> str:
+    """`text` as a YAML double-quoted scalar (YAML reads \\e and \\a escapes)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace(ESC, "\\e").replace(BEL, "\\a") + '"'
+
+
+@pytest.fixture(scope="module")
+def hostile_home(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile-filters")
+    lib = root / "library"
+    lib.mkdir()
+    (lib / "trap.md").write_text(
+        f"---\ntitle: Trap homogeniser\nmodel: {_yaml_escaped(TERMINAL_TRAP)}\nproduct: {_yaml_escaped(MARKUP_TRAP)}\n"
+        f"---\n# Trap homogeniser\n\nNever run the trap rotor above 4,000 rpm.\n", encoding="utf-8")
+    (lib / "bell.md").write_text(
+        f"---\ntitle: Bell homogeniser\nmodel: {_yaml_escaped('HG' + BEL + '-8')}\n---\n# Bell homogeniser\n\n"
+        "Never run the bell rotor above 5,000 rpm.\n", encoding="utf-8")
+    (lib / "old.md").write_text(
+        "---\ntitle: Old homogeniser\nmodel: OLD-SECRET\nstatus: withdrawn\n---\n# Old homogeniser\n\n"
+        "Never run the old rotor above 3,000 rpm.\n", encoding="utf-8")
+    for i in range(14):
+        (lib / f"unit-{i:02d}.md").write_text(f"# Unit {i}\n\nThe unit {i} rotor runs at up to {i}00 rpm.\n",
+                                              encoding="utf-8")
+    r = CliRunner().invoke(cli, ["--home", str(root / "home"), "ingest", str(lib)])
+    assert r.exit_code == 0 and "17 added" in r.output, r.output
+    return root / "home"
+
+
+@pytest.fixture()
+def hostile_gate(hostile_home, tmp_path):
+    g = SourceGate(Settings(_env_file=None, home=hostile_home, audit_log_path=tmp_path / "audit.jsonl",
+                            mcp_allowed_hosts="testserver"), judge=RotorJudge())
+    yield g
+    g.close()
+
+
+def _rest_and_mcp_errors(gate, filters: dict) -> tuple[str, str]:
+    app = create_app(gate.settings, gate)
+    with TestClient(app) as client:
+        rest = client.post("/v1/ask", json={"query": Q, "filters": filters})
+    assert rest.status_code == 422, rest.text
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver")
+            async with http, streamable_http_client("http://testserver/mcp", http_client=http) as (r, w):
+                async with ClientSession(r, w) as session:
+                    await session.initialize()
+                    return await session.call_tool("search_procedures", {"query": Q, "filters": filters})
+
+    mcp = run_async(main, 60)
+    assert mcp.is_error
+    return rest.json()["error"], mcp.content[0].text
+
+
+def test_a_metadata_value_with_control_characters_is_stored_as_seen_and_selected(hostile_gate):
+    """Ingest keeps the text a reader sees; a filter compares the same form, whether it is sent as
+    seen or with the control characters the file held."""
+    assert hostile_gate.store.get_document("bell.md").metadata["model"] == "HG-8"
+    assert not any(ch in hostile_gate.store.get_document("trap.md").metadata["model"] for ch in (ESC, BEL))
+    assert _docs(hostile_gate.ask(Q, filters={"model": "HG-8"})) == {"bell.md"}
+    assert _docs(hostile_gate.ask(Q, filters={"model": "HG" + BEL + "-8"})) == {"bell.md"}
+    assert _docs(hostile_gate.ask(Q, filters={"model": TERMINAL_TRAP})) == {"trap.md"}
+
+
+def test_filter_errors_on_the_terminal_hold_no_control_character(hostile_home, tmp_path):
+    env = {"AUDIT_LOG_PATH": str(tmp_path / "cli.jsonl")}
+    for pair in ("model=ZZ", f"mo{ESC}]0;x{BEL}del=ZZ", f"model={ESC}[2J"):
+        r = CliRunner().invoke(cli, ["--home", str(hostile_home), "ask", "--filter", pair, Q], env=env)
+        assert r.exit_code == 2, r.output
+        assert not any(ch in r.output for ch in (ESC, BEL)), repr(r.output)
+    # a message carrying control characters from an index written before values were cleaned
+    docs = [DocumentRecord(id="a", title="A", content_hash="h", status="current", metadata={"model": TERMINAL_TRAP})]
+    with pytest.raises(FilterError) as e:
+        search_filters({"model": "ZZ"}, docs)
+    assert "model has" in str(e.value)
+    from sourcegate.cli import _click_message
+    assert not any(ch in _click_message(str(e.value)) for ch in (ESC, BEL))
+
+
+def test_rest_and_mcp_filter_errors_are_inert_markdown(hostile_gate):
+    from markdown_render import active_markup
+
+    for filters in ({"model": "ZZ"}, {"product": "ZZ"}, {"product": MARKUP_TRAP + " x"},
+                    {"m![a](http://evil.example/k.png)": "x"}, {"doc_id": "![a](http://evil.example/"}):
+        for message in _rest_and_mcp_errors(hostile_gate, filters):
+            assert not active_markup(message), (filters, message, active_markup(message))
+            assert not any(ch in message for ch in (ESC, BEL))
+
+
+def test_filter_errors_name_no_archived_value_and_no_document_id(hostile_gate):
+    rest, mcp = _rest_and_mcp_errors(hostile_gate, {"model": "ZZ"})
+    for message in (rest, mcp):
+        assert "model has" in message and "HG-8" in message
+        assert "OLD-SECRET" not in message
+    # a document id prefix that matches nothing is not answered with the library's ids
+    ids = [d.id for d in hostile_gate.store.list_documents()]
+    for filters in ({"doc_id": "q"}, {"doc_id": "unit-0", "model": "HG-8"}, {"doc_id": "zz"}):
+        for message in _rest_and_mcp_errors(hostile_gate, filters):
+            assert "no document matches" in message
+            assert not [i for i in ids if i in message], message

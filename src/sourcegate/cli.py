@@ -120,6 +120,10 @@ class _Group(click.Group):
             from .library import LibraryUnavailable
             from .storage_errors import describe
 
+            if isinstance(e, click.ClickException):
+                # every error message is printed through here: one that quotes a file's metadata or
+                # a path cannot drive the terminal (hyperlinks, window title, clearing the screen)
+                e.message = _click_message(e.message)
             if isinstance(e, LibraryUnavailable):
                 raise click.ClickException(str(e)) from None
             settings = (ctx.obj or {}).get("settings")
@@ -206,6 +210,13 @@ def _configure(ctx: click.Context) -> None:
             logging.getLogger("sourcegate").warning(
                 "%s is not read: settings come from the environment, the .env of a home chosen with --home or "
                 "SOURCEGATE_HOME, and --env-file (pass --env-file %s to use it)", here, here)
+
+
+def _click_message(text: str) -> str:
+    """An error message as the terminal shows it: control and invisible characters as escapes."""
+    from .inert import terminal_text
+
+    return terminal_text(text)
 
 
 def echo(message: object = None, err: bool = False) -> None:

@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 
 from .ingest.metadata import ALIASES, OUT_OF_SERVICE
+from .normalize import metadata_text
 from .store.base import DocumentRecord, SearchFilters
 
 COLUMNS = ("source_type", "version", "status")
@@ -48,13 +49,15 @@ def _key(name: str) -> str:
 def _value(key: str, raw: object) -> str:
     if not isinstance(raw, str):
         raise FilterError(f"filter {key!r} must have a text value, got {type(raw).__name__}: send \"{key}\": \"...\"")
-    value = " ".join(raw.split())
+    # the form ingest stores (`normalize.metadata_text`): a value written with control or invisible
+    # characters is selected by the text a reader sees of it
+    value = metadata_text(raw)
     if not value:
         raise FilterError(f"filter {key!r} has an empty value: give the value to keep, e.g. {key}=...")
     if len(value) > MAX_VALUE_CHARS:
         raise FilterError(f"filter {key!r} has a value of {len(value)} characters, over {MAX_VALUE_CHARS}")
-    if any(unicodedata.category(ch) in ("Cc", "Cf", "Cs") for ch in value):
-        raise FilterError(f"filter {key!r} holds control or invisible characters: send plain text")
+    if any(unicodedata.category(ch) == "Cs" for ch in value):
+        raise FilterError(f"filter {key!r} holds a lone surrogate: send text")
     if key == "status":
         value = value.lower()
         value = "archived" if value in OUT_OF_SERVICE else value
@@ -62,9 +65,12 @@ def _value(key: str, raw: object) -> str:
 
 
 def _values(documents: list[DocumentRecord], key: str) -> list[str]:
+    """The values of `key` among `documents` (those the request may read: archived revisions only
+    when it asks for them), at most SHOWN_VALUES. Document ids are never listed: a prefix that
+    matches nothing would otherwise read the library's ids out, a dozen at a time."""
     if key == "doc_id":
-        found = {d.id for d in documents}
-    elif key in COLUMNS:
+        return []
+    if key in COLUMNS:
         found = {getattr(d, key) or "" for d in documents}
     else:
         found = {d.metadata[key] for d in documents if key in d.metadata}
@@ -100,7 +106,12 @@ def search_filters(filters: Mapping[str, object] | None, documents: list[Documen
         doc_id_prefix=wanted.get("doc_id"),
         metadata=tuple(sorted((k, v) for k, v in wanted.items() if k not in ("doc_id", *COLUMNS))))
     if documents and not any(chosen.matches(d) for d in documents):
-        held = "; ".join(f"{k} has {', '.join(_values(documents, k)) or 'no value'}" for k in wanted)
+        # values are named from the documents the request could read: an archived (withdrawn,
+        # superseded) revision's only when the request or the server reads archived revisions
+        archived_ok = include_archived or wanted.get("status") == "archived"
+        readable = [d for d in documents if archived_ok or d.status != "archived"]
+        held = "; ".join("no document id starts with it" if k == "doc_id" else
+                         f"{k} has {', '.join(_values(readable, k)) or 'no value'}" for k in wanted)
         shown = ", ".join(f"{k}={v}" for k, v in wanted.items())
         archived = "" if "status" in wanted or include_archived else " (archived revisions are left out)"
         raise FilterError(f"no document matches {shown}{archived}: {held}")

@@ -78,3 +78,13 @@ def id_key(doc_id: str) -> str:
     "KB-1" read differently."""
     s = unicodedata.normalize("NFKC", clean_id(doc_id))
     return s if s.isascii() else clean_id(s).translate(_confusable_map())
+
+
+def metadata_text(value: str) -> str:
+    """A metadata value (front matter, sidecar, a filter's value) as stored and compared: what a
+    reader sees of it (`inert.visible_text`: no control, bidi or zero-width characters), whitespace
+    runs as one space. Ingest stores this form and a filter compares this form, so a value written
+    with control characters is still selected by the text it shows."""
+    from .inert import visible_text
+
+    return " ".join((visible_text(value) or "").split())

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..models import Document
+from ..normalize import metadata_text
 from .parsers import IngestError
 
 FIELDS = ("title", "url", "status", "version", "updated_at", "source_type")
@@ -56,7 +57,8 @@ def _text(value: Any) -> str | None:
         return value.date().isoformat() if value.time() == dt.time() else value.isoformat()
     if isinstance(value, dt.date):
         return value.isoformat()
-    text = " ".join(str(value).split())
+    # what a reader sees, as filters compare it (control and invisible characters dropped)
+    text = metadata_text(str(value))
     return text or None
 
 

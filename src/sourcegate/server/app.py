@@ -38,6 +38,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..audit import AuditLog, AuditRecordDamaged, AuditWriteError, verify
+from ..inert import inert_markup
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
 from ..settings import Settings
@@ -698,7 +699,9 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         """The response to an exception raised before any answer was given; any other than a
         refusal is raised again (a 500)."""
         if isinstance(e, QueryError):
-            return _json_error(422, str(e))
+            # a refusal may quote the request and the library's metadata (a filter's values): inert
+            # Markdown with no control character, as answers are, for the agent or page showing it
+            return _json_error(422, inert_markup(str(e)) or "query refused")
         if isinstance(e, Unavailable):
             headers = {"retry-after": str(e.retry_after)} if e.retry_after else None
             return _json_error(503, str(e), headers)

@@ -222,7 +222,10 @@ def result_text(data: dict[str, Any]) -> str:
 
 
 def error_result(message: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=message)], is_error=True)
+    """A tool error the agent reads. Its message may quote the call's arguments and the library's
+    metadata (a filter's values): inert Markdown with no control character, as answers are."""
+    return types.CallToolResult(content=[types.TextContent(type="text", text=inert_markup(message) or "")],
+                                is_error=True)
 
 
 def to_tool_result(result: AskResult) -> types.CallToolResult:
