@@ -8,6 +8,7 @@ OCR layer, white text on a coloured box, a class merely named "hidden")."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from test_server_fixtures import KeywordJudge
@@ -131,3 +132,83 @@ def test_a_hidden_value_is_never_quoted(tmp_path):
     assert result.status == "answer_from_evidence"
     shown = json.dumps(result.model_dump())
     assert "2,000" in shown and "20,000" not in shown
+
+
+# -- what a renderer shows: the effective style of each piece of text ----------------------------
+
+# Each style hides the text it holds on a white page (the inline style, or inherited from an
+# ancestor): what a browser draws is nothing, or a blank, or something too small or too faint to read.
+HTML_HIDING = {
+    "opacity": '<p style="opacity:0">{}</p>',
+    "opacity of an ancestor": '<div style="opacity: 0.02"><section><p>{}</p></section></div>',
+    "font-size 0": '<p style="font-size:0">{}</p>',
+    "font-size 1px": '<p style="font-size: 1px">{}</p>',
+    "font-size in em of a tiny parent": '<div style="font-size:2px"><p style="font-size:0.5em">{}</p></div>',
+    "white on white": '<p style="color:#fff">{}</p>',
+    "near white on white": '<p style="color: rgb(250, 250, 252)">{}</p>',
+    "named white": '<p style="color: WhiteSmoke">{}</p>',
+    "transparent": '<p style="color:transparent">{}</p>',
+    "text coloured like its box": '<div style="background:#123456"><p style="color:#123456">{}</p></div>',
+    "off-screen left": '<p style="position:absolute; left:-9999px">{}</p>',
+    "off-screen top": '<div style="position: fixed; top: -5000px"><p>{}</p></div>',
+    "clip": '<p style="position:absolute;clip:rect(0 0 0 0)">{}</p>',
+    "clip-path": '<p style="clip-path: inset(50%)">{}</p>',
+    "height 0 overflow hidden": '<div style="height:0;overflow:hidden"><p>{}</p></div>',
+    "1px box, overflow hidden": '<span style="width:1px;height:1px;overflow:hidden;display:block">{}</span>',
+    "scale(0)": '<p style="transform:scale(0)">{}</p>',
+    "scaleY(0.01)": '<p style="transform: rotate(2deg) scaleY(0.01)">{}</p>',
+    "text-indent": '<p style="text-indent:-9999px">{}</p>',
+    "a stylesheet class": '<style>.fine-print {{ font-size: 0.5px }}</style><p class="fine-print">{}</p>',
+}
+
+
+@pytest.mark.parametrize("how", sorted(HTML_HIDING))
+def test_html_text_a_renderer_does_not_show_is_not_read(tmp_path, how):
+    body = f"<p>{SHOWN}</p>" + HTML_HIDING[how].format(HIDDEN)
+    path = tmp_path / "p.html"
+    path.write_text(f"<html><head><title>P-300</title></head><body>{body}</body></html>", encoding="utf-8")
+    text = parse_html(path, "p.html")[0].text
+    assert SHOWN in text
+    assert "20,000" not in text, (how, text)
+
+
+# The same properties with values a reader sees: kept.
+HTML_SHOWING = [
+    '<p style="opacity:0.85">Check the seals (faded a little).</p>',
+    '<p style="font-size: 9px">Check the seals (small print).</p>',
+    '<div style="font-size:0"><p style="font-size:14px">Check the seals (size set again).</p></div>',
+    '<p style="color:#666">Check the seals (grey).</p>',
+    '<div style="background-color:#003366"><p style="color:white">Check the seals (white on blue).</p></div>',
+    '<div style="color:#fff"><p style="color:#111">Check the seals (dark inside a white parent).</p></div>',
+    '<p style="position:relative; left:-4px">Check the seals (nudged).</p>',
+    '<p style="height:0">Check the seals (height 0, overflow visible).</p>',
+    '<p style="transform: scale(1.2) translateX(10px)">Check the seals (scaled up).</p>',
+    '<p style="text-indent:2em">Check the seals (indented).</p>',
+    '<p style="clip: rect(0, 400px, 40px, 0); position:absolute">Check the seals (clipped to a box).</p>',
+    '<p style="background:url(x.png); color:#fff">Check the seals (white on an image).</p>',
+    '<table><tr><td style="font-size:11pt">Oil</td><td>ISO VG 220</td></tr></table>',
+]
+
+
+def test_html_text_a_renderer_shows_is_read(tmp_path):
+    path = tmp_path / "p.html"
+    path.write_text(f"<html><body><p>{SHOWN}</p>{''.join(HTML_SHOWING)}</body></html>", encoding="utf-8")
+    text = parse_html(path, "p.html")[0].text
+    for shown in HTML_SHOWING:
+        words = re.sub(r"<[^>]+>", " ", shown).split()
+        assert " ".join(words[-3:]) in " ".join(text.split()), (shown, text)
+
+
+ALONE = ["opacity", "font-size 0", "font-size 1px", "transparent", "off-screen left", "off-screen top", "clip",
+         "height 0 overflow hidden", "scale(0)", "text-indent"]
+
+
+@pytest.mark.parametrize("how", ALONE)
+def test_html_too_deep_for_a_tree_drops_styles_that_hide_on_their_own(tmp_path, how):
+    body = "<div>" * 300 + f"<p>{SHOWN}</p>" + HTML_HIDING[how].format(HIDDEN) + \
+        '<p style="font-size:10pt;color:#222">Stop the pump first.</p>' + "</div>" * 300
+    path = tmp_path / "p.html"
+    path.write_text(f"<html><body>{body}</body></html>", encoding="utf-8")
+    text = parse_html(path, "p.html")[0].text
+    assert SHOWN in text and "Stop the pump first." in text
+    assert "20,000" not in text, (how, text)

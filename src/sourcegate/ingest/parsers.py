@@ -199,9 +199,11 @@ def _html_depth(markup: str) -> int:
     return deepest
 
 
-# What a browser does not show of an element and all it holds: the `hidden` attribute, and an inline
-# style of `display: none` or `visibility: hidden` (or `collapse`). A page can say one thing to its
-# readers and another, hidden, to whatever quotes it; hidden text is not indexed.
+# What a browser does not show of an element and all it holds, for markup read without a tree: the
+# `hidden` attribute, and an inline style of `display: none`, `visibility: hidden` (or `collapse`) or
+# one that hides on its own (`visibility.hides_on_its_own`: transparent, tiny, off the page, clipped).
+# A page can say one thing to its readers and another, hidden, to whatever quotes it; hidden text is
+# not indexed. With a tree, the cascade decides (`visibility.drop_invisible`).
 _HIDDEN_STYLE = re.compile(
     r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse))\s*(?:!important\s*)?(?:;|$)", re.I)
 # The same in a start tag's attributes, for markup too deep for a tree: `hidden` as an attribute
@@ -211,7 +213,9 @@ _HIDDEN_TAG_ATTRS = re.compile(
 
 
 def _style_hides(style: str | None) -> bool:
-    return bool(style) and _HIDDEN_STYLE.search(style.replace("\n", " ")) is not None
+    from .visibility import hides_on_its_own
+
+    return bool(style) and (_HIDDEN_STYLE.search(style.replace("\n", " ")) is not None or hides_on_its_own(style))
 
 
 def _hidden_by_attrs(tag_markup: str) -> bool:
@@ -225,33 +229,6 @@ def _hidden_by_attrs(tag_markup: str) -> bool:
         if style is None or _style_hides(style):
             return True
         rest = rest[m.end():]
-
-
-def _hidden_element(el) -> bool:
-    """Whether a parsed element is hidden from people (see _HIDDEN_STYLE)."""
-    attrs = getattr(el, "attrs", None) or {}
-    return "hidden" in attrs or _style_hides(attrs.get("style") if isinstance(attrs.get("style"), str) else None)
-
-
-_CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
-_CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
-MAX_HIDING_SELECTORS = 200
-
-
-def _hiding_selectors(soup) -> list[str]:
-    """Selectors of the page's own stylesheets (`<style>`) whose rules hide what they match
-    (`.note { display: none }`): a class is the usual way to hide text, not an inline style.
-    Rules inside `@media` and the like are read as if they applied."""
-    out: list[str] = []
-    for style in soup.find_all("style"):
-        css = _CSS_COMMENT.sub(" ", style.get_text())
-        for m in _CSS_RULE.finditer(css):
-            if _style_hides(m.group(2)):
-                out += [sel.strip() for sel in m.group(1).split(",")
-                        if sel.strip() and not sel.strip().startswith("@") and ":" not in sel]
-            if len(out) >= MAX_HIDING_SELECTORS:
-                return out[:MAX_HIDING_SELECTORS]
-    return out
 
 
 def _drop_hidden_elements(markup: str) -> str:
@@ -326,18 +303,13 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
     # lxml's HTML parser (libxml2) is linear on broken markup; html.parser is quadratic on
     # unclosed tags (`<a <a <a ...`).
     soup = BeautifulSoup(markup, "lxml")
-    hiding = _hiding_selectors(soup)
+    # what a browser would not show (hidden, transparent, tiny, off the page, clipped, coloured
+    # like its background: `visibility.drop_invisible`), read with the page's own <style> rules
+    from .visibility import drop_invisible
+
+    drop_invisible(soup)
     for tag in soup(["script", "style", "noscript", "nav", "header", "footer", "template", "svg"]):
         tag.decompose()
-    hidden = soup.find_all(_hidden_element)
-    for selector in hiding:
-        try:
-            hidden += soup.select(selector)
-        except Exception:  # a selector soupsieve does not read: the rule is passed over
-            continue
-    for tag in hidden:
-        if not tag.decomposed:  # an element inside one already dropped
-            tag.decompose()
     title = soup.title.get_text(" ", strip=True) if soup.title else None
     meta = _html_metadata(soup)
     blocks, headings, stack, pos = [], [], [], 0
