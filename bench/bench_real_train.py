@@ -1,4 +1,5 @@
-"""The gate on the seven sources of `../shared/data/real/train`, each source's library alone, through the
+"""The gate on the seven sources of `../shared/data/real/train` and the project's own sources
+(`training/people`), each source's library alone, through the
 whole product (`sourcegate ingest`, `sourcegate eval`): accuracy with sources checked, status accuracy,
 unsafe answers, per source, per kind and the mean.
 
@@ -29,16 +30,27 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO.parent / "shared" / "data" / "real" / "train"
-PARTS = ("etalab", "notify", "openstack-a", "openstack-b", "pgdocs", "scuba", "vitam")
+SHARED_PARTS = ("etalab", "notify", "openstack-a", "openstack-b", "pgdocs", "scuba", "vitam")
+sys.path.insert(0, str(REPO))
+from training.people.common import people_sources  # noqa: E402
+
+NEW_PARTS = people_sources()  # the project's own sources (training/people/parts)
+PARTS = SHARED_PARTS + NEW_PARTS
 LIBS = REPO / ".cache" / "real_train"
 
 
 def library(part: str) -> Path:
+    """One source's library alone (its questions and every passage of every document they name), built once."""
     out = LIBS / part
     if not (out / "questions.jsonl").exists():
         out.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, str(TRAIN / "build.py"), "--only", part, "--out", str(out)], check=True,
-                       capture_output=True)
+        if part in SHARED_PARTS:
+            cmd = [sys.executable, str(TRAIN / "build.py"), "--only", part, "--out", str(out)]
+        else:
+            cmd = [sys.executable, "-m", "training.people.check", "--only", part, "--out", str(out)]
+        subprocess.run(cmd, check=part in SHARED_PARTS, capture_output=True, cwd=REPO)
+        if not (out / "questions.jsonl").exists():
+            raise SystemExit(f"could not build the library of {part}")
     return out
 
 

@@ -48,3 +48,23 @@ def load_passages(keys=None, shared: bool = False) -> dict[str, dict]:
 
 def part_source(path: Path) -> str:
     return path.name[: -len(".jsonl")].split(".")[0]
+
+
+def people_sources() -> tuple[str, ...]:
+    """The project's own sources that have questions (`parts/KEY*.jsonl`), sorted."""
+    return tuple(sorted({part_source(p) for p in PARTS_DIR.glob("*.jsonl")}))
+
+
+def people_questions(sources=None) -> list[dict]:
+    """Every question of the project's own parts (each with `part` = its source), in file order."""
+    out = []
+    for f in sorted(PARTS_DIR.glob("*.jsonl")):
+        src = part_source(f)
+        if sources is not None and src not in sources:
+            continue
+        for line in f.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                q = json.loads(line)
+                q["part"] = src
+                out.append(q)
+    return out

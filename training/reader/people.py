@@ -71,16 +71,21 @@ def split_of(q: dict) -> str:
 
 
 def questions(parts: tuple[str, ...] | None = None) -> list[dict]:
+    """The shared parts' questions and the project's own (`training/people/parts`); `part` is the source
+    (every batch of a source together: `pgdocs.2a` is `pgdocs`)."""
+    from training.people.common import people_questions
+
     out = []
     for f in sorted(TRAIN.glob("*.jsonl")):
-        if parts is not None and f.stem not in parts:
+        src = f.stem.split(".")[0]
+        if parts is not None and src not in parts:
             continue
         for line in f.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 q = json.loads(line)
-                q["part"] = f.stem
+                q["part"] = src
                 out.append(q)
-    return out
+    return out + people_questions(parts)
 
 
 def nearest() -> dict[str, list[str]]:
@@ -165,11 +170,14 @@ def units_for(q: dict, passages: dict[str, dict], near: list[str], rng: random.R
 
 
 def corpus_passages() -> dict[str, dict]:
-    """The real corpus's passages by id."""
+    """The real corpus's passages and the project's own sources' (`training/people/corpus`), by id."""
+    from training.people.common import load_passages
+
     out = {}
     for line in CORPUS.read_text(encoding="utf-8").splitlines():
         r = json.loads(line)
         out[r["id"]] = r
+    out.update(load_passages())
     return out
 
 
