@@ -380,6 +380,19 @@ def convert_md(text):
                 blocks.append(("p", squash(md_inline(rest))))
             i += 1
             continue
+        if (not st.startswith("|") and "|" in st and i + 1 < n
+                and re.fullmatch(r"\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*", lines[i + 1])):
+            # GFM table without leading pipes ("a | b" / "--- | ---" / rows)
+            flush()
+            while i < n and lines[i].strip() and "|" in lines[i]:
+                row = lines[i].strip().strip("|")
+                if not re.fullmatch(r"[\s:|-]*", row):
+                    parts = [" ".join(html_cell_lines(c)) for c in row.split("|")]
+                    s = " | ".join(p for p in parts if p)
+                    if s:
+                        blocks.append(("p", s))
+                i += 1
+            continue
         if st.startswith("|"):
             flush()
             while i < n and lines[i].strip().startswith("|"):
@@ -393,6 +406,10 @@ def convert_md(text):
                 i += 1
             continue
         if not st or re.fullmatch(r"(\*\s*){3,}|(-\s*){3,}|(_\s*){3,}", st):
+            flush()
+            i += 1
+            continue
+        if re.match(r"^\s{0,3}\[[^\]^]+\]:\s*\S+\s*$", line):   # link reference definition
             flush()
             i += 1
             continue
