@@ -137,7 +137,7 @@ def test_right_status_from_an_unexpected_document_counts_wrong_and_unsafe():
     assert right.correct and right.expected_source_cited is True and right.failure_reasons == []
     assert m["status_accuracy"] == 1.0
     assert m["accuracy"] == round(1 / 3, 3)
-    assert m["failures"] == {"wrong_status": 0, "no_expected_source": 2, "forbidden_source": 0}
+    assert m["failures"] == {"wrong_status": 0, "no_expected_source": 2, "forbidden_source": 0, "answer_not_stated": 0}
     assert m["by_kind"]["multi_document"] == {"cases": 1, "correct": 0, "accuracy": 0.0, "status_correct": 1,
                                               "status_accuracy": 1.0}
     j = answer.to_json()
@@ -152,7 +152,7 @@ def test_failure_reasons_for_a_wrong_status_and_a_forbidden_source():
     assert rs[3].correct and rs[3].expected_source_cited is None  # an abstention: no source to check
     m = metrics(rs)
     assert m["accuracy"] == 0.5 and m["status_accuracy"] == 0.75
-    assert m["failures"] == {"wrong_status": 1, "no_expected_source": 0, "forbidden_source": 1}
+    assert m["failures"] == {"wrong_status": 1, "no_expected_source": 0, "forbidden_source": 1, "answer_not_stated": 0}
     # A case that names no expected source is scored on its status and forbidden sources only.
     free = _result(EvalCase("anything on valves?", "answer_from_evidence", [], [], "factual"),
                    "answer_from_evidence", ["VALVES"], [])

@@ -721,6 +721,9 @@ def eval_cmd(ctx: click.Context, file: Path, as_json: bool, report_path: Path | 
     echo(f"accuracy {m['accuracy']}  status accuracy {m['status_accuracy']}  truthfulness {m['truthfulness']}  "
                f"unsafe {m['unsafe_answers']}  leaks {m['forbidden_leaks']}")
     echo("failures: " + ", ".join(f"{FAILURE_TEXT[k]} {v}" for k, v in m["failures"].items()))
+    if m["answers_checked_for_words"]:
+        echo(f"answers that state the value asked: {m['answers_checked_for_words'] - m['answer_not_stated']} of "
+             f"{m['answers_checked_for_words']} right on status and sources ({m['states_answer_rate']})")
     echo(f"single-source hit@1 {m['sources_single']['hit_at_1']} recall {m['sources_single']['recall']}; "
                f"multi-source recall {m['sources_multi']['recall']}")
     echo(f"abstention precision {m['abstention_precision']} recall {m['abstention_recall']}")

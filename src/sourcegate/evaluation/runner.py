@@ -6,9 +6,17 @@ documents: an answer must cite at least one of the case's `expected_sources` amo
 document. The right status from the wrong document is an unsupported answer: it counts as
 wrong, and as unsafe, like an answer where an abstention was expected. `status_accuracy` keeps
 the status-only figure beside the source-checked `accuracy`.
+
+A case that says what a right answer holds (`answer`, `must_state`) is also checked on the words: an
+answer with the right status and sources whose text does not state them is wrong (`answer_not_stated`),
+counted apart, and not unsafe (it cites the passage that answers; the person reading it is left to
+find the value there).
 """
 
 from __future__ import annotations
+
+import re
+import unicodedata
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -22,11 +30,35 @@ from .cases import STATUSES, EvalCase
 WRONG_STATUS = "wrong_status"
 NO_EXPECTED_SOURCE = "no_expected_source"
 FORBIDDEN_SOURCE = "forbidden_source"
-FAILURE_REASONS: tuple[str, ...] = (WRONG_STATUS, NO_EXPECTED_SOURCE, FORBIDDEN_SOURCE)
+ANSWER_NOT_STATED = "answer_not_stated"
+FAILURE_REASONS: tuple[str, ...] = (WRONG_STATUS, NO_EXPECTED_SOURCE, FORBIDDEN_SOURCE, ANSWER_NOT_STATED)
 FAILURE_TEXT: dict[str, str] = {
     WRONG_STATUS: "wrong status", NO_EXPECTED_SOURCE: "no expected source cited",
-    FORBIDDEN_SOURCE: "forbidden source cited",
+    FORBIDDEN_SOURCE: "forbidden source cited", ANSWER_NOT_STATED: "the answer's text does not state the answer",
 }
+# The reasons that make a wrong outcome unsafe (an abstention never is).
+UNSAFE_REASONS = (WRONG_STATUS, NO_EXPECTED_SOURCE, FORBIDDEN_SOURCE)
+
+
+def _comparable(text: str) -> str:
+    """Text as compared for "states the answer": Unicode-folded, case-folded, typographic quotes and
+    dashes as ASCII, thousands separators and line-end hyphenation undone, markup quotes dropped, runs
+    of whitespace as one space."""
+    t = unicodedata.normalize("NFKC", text or "").replace("\u00ad", "")
+    t = t.translate(str.maketrans({"\u2019": "'", "\u2018": "'", "\u201c": '"', "\u201d": '"', "\u00ab": '"',
+                                   "\u00bb": '"', "\u2013": "-", "\u2014": "-", "\u2212": "-", "\u202f": " ",
+                                   "\u00a0": " ", "`": ""}))
+    t = re.sub(r"([a-z\u00e0-\u00ff])-\s*\n\s*([a-z\u00e0-\u00ff])", r"\1\2", t)
+    t = re.sub(r"(?<=\d)[ ,.'](?=\d{3}\b)", "", t)  # 1,000 / 1 000 / 1.000 -> 1000
+    return " ".join(t.casefold().split())
+
+
+def states(text: str, value: str) -> bool:
+    """Whether `text` holds `value`, compared as `_comparable` text, on word boundaries."""
+    v, t = _comparable(value).strip(" .;:,"), _comparable(text)
+    if not v:
+        return True
+    return re.search(r"(?<!\w)" + re.escape(v) + r"(?!\w)", t) is not None
 
 
 @dataclass
@@ -44,6 +76,8 @@ class CaseResult:
     # and those it named as not found.
     parts: list[dict[str, Any]] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
+    # The text returned to the person (the written answer), when the run kept it.
+    answer_text: str | None = None
 
     def part_outcomes(self) -> list[dict[str, Any]] | None:
         """For a case with `expected_parts`: per expected part, whether it is `stated` by the library,
@@ -68,7 +102,21 @@ class CaseResult:
 
     @property
     def status_correct(self) -> bool:
-        return self.status == self.case.expected_status
+        return self.status == self.case.expected_status or self.status in self.case.also_accept
+
+    @property
+    def states_answer(self) -> bool | None:
+        """Whether the returned text states what the case says a right answer holds (`answer`, every
+        `must_state` value); None when there is nothing to check: no such labels, or an outcome other
+        than an answer (a premise conflict is checked on `must_state` only)."""
+        if self.status not in ("answer_from_evidence", "premise_conflict") or self.answer_text is None:
+            return None
+        values = list(self.case.must_state)
+        if self.status == "answer_from_evidence" and self.case.answer:
+            values.append(self.case.answer)
+        if not values:
+            return None
+        return all(states(self.answer_text, v) for v in values)
 
     @property
     def cited_doc_ids(self) -> list[str]:
@@ -103,6 +151,8 @@ class CaseResult:
             out.append(NO_EXPECTED_SOURCE)
         if self.leaks:
             out.append(FORBIDDEN_SOURCE)
+        if not out and self.states_answer is False:
+            out.append(ANSWER_NOT_STATED)
         return out
 
     @property
@@ -115,9 +165,18 @@ class CaseResult:
         none of the expected sources, or a forbidden source used."""
         if self.correct:
             return 1
-        if self.status == "insufficient_evidence":
+        if self.status == "insufficient_evidence" or not self.unsafe_reasons:
             return 0
         return -1
+
+    @property
+    def unsafe_reasons(self) -> list[str]:
+        """Why an outcome that is not an abstention is unsafe: a wrong status, no expected source, a
+        forbidden source (an answer that cites the right passage without stating the value is wrong,
+        not unsafe)."""
+        if self.status == "insufficient_evidence":
+            return []
+        return [r for r in self.failure_reasons if r in UNSAFE_REASONS]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,6 +187,8 @@ class CaseResult:
             "expected_sources": self.case.expected_sources, "forbidden_sources": self.case.forbidden_sources,
             "evidence_doc_ids": self.evidence_doc_ids, "conflict_doc_ids": self.conflict_doc_ids,
             "excluded": self.excluded, "forbidden_leaks": self.leaks, "truthfulness": self.truthfulness(),
+            "unsafe": bool(self.unsafe_reasons), "unsafe_why": [FAILURE_TEXT[r] for r in self.unsafe_reasons],
+            "states_answer": self.states_answer, "answer": self.answer_text,
             "degraded": self.degraded, "audit_id": self.audit_id, "timings_ms": self.timings_ms,
             "candidates": self.candidates, "missing": self.missing,
             **({"parts": self.parts, "part_outcomes": self.part_outcomes()} if self.case.expected_parts else {}),
@@ -151,6 +212,7 @@ def run_case(gate, case: EvalCase) -> CaseResult:
         candidates=cands, timings_ms=r.timings_ms, audit_id=r.audit_id, degraded=r.degraded,
         parts=list(getattr(r, "_parts", None) or []) if len(getattr(r, "_parts", None) or []) > 1 else [],
         missing=list(getattr(r, "missing", None) or []),
+        answer_text=getattr(r, "answer", None),
     )
 
 
@@ -198,6 +260,8 @@ def metrics(results: list[CaseResult]) -> dict[str, Any]:
         by_kind[kind] = {"cases": cnt, "correct": ok, "accuracy": round(ok / cnt, 3),
                          "status_correct": st, "status_accuracy": round(st / cnt, 3)}
     truth = [r.truthfulness() for r in results]
+    worded = [r for r in results if r.states_answer is not None and r.status_correct
+              and r.expected_source_cited is not False and not r.leaks]
     return {
         "cases": n,
         "accuracy": round(sum(r.correct for r in results) / n, 3) if n else None,
@@ -211,6 +275,10 @@ def metrics(results: list[CaseResult]) -> dict[str, Any]:
         "abstention_recall": round(len(both) / len(exp_abst), 3) if exp_abst else None,
         "truthfulness": round(float(np.mean(truth)), 3) if truth else None,
         "unsafe_answers": sum(1 for t in truth if t < 0),
+        # of the answers right on status and sources whose case says what they must state: how many do
+        "answers_checked_for_words": len(worded),
+        "answer_not_stated": sum(1 for r in worded if r.states_answer is False),
+        "states_answer_rate": round(sum(1 for r in worded if r.states_answer) / len(worded), 3) if worded else None,
         "degraded": sum(1 for r in results if r.degraded),
         "by_kind": by_kind,
         "latency_ms": latency,
