@@ -320,3 +320,52 @@ def test_a_crafted_file_cannot_use_the_injection_threshold_to_abstain():
         assert not any(a.status == "insufficient_evidence" != b.status for a, b in zip(rep.replay(t), same)), row
     assert res.bounds["injection_max>="] == 0.05
     assert res.suggested is None and "expects an answer" in res.refusal
+
+
+def relabelled_answers() -> list[CaseResult]:
+    """The red team's file on the demo: 25 questions the library answers from the right passage
+    (evidence 0.72..0.99), two kept as answers (the highest scored) and 23 relabelled as
+    abstentions, beside genuine conflicts and abstentions. A fit that believes it raises
+    GATE_EVIDENCE_MIN over the 23 and abstains on 23 of the library's 25 answers."""
+    out = []
+    for i in range(25):
+        doc = f"MANUAL-{i}"
+        ev = round(0.72 + 0.01 * i, 2)
+        status, sources = ("answer_from_evidence", [doc]) if i >= 23 else ("insufficient_evidence", [])
+        out.append(_result(EvalCase(f"how do I service unit M-{i}?", status, sources, [], "factual"),
+                           [(doc, _scores(rel=0.95, ev=ev)), ("OTHER", _scores(rel=0.4, ev=0.1))]))
+    for i in range(4):
+        out.append(_result(EvalCase(f"unit M-{i} needs oil daily, which oil?", "premise_conflict", [f"MANUAL-{i}"], [],
+                                    "false_premise"), [(f"MANUAL-{i}", _scores(ev=0.3, con=0.9))]))
+    for i in range(6):
+        out.append(_result(EvalCase(f"what is the budget of site {i}?", "insufficient_evidence", [], [], "absent"),
+                           [("OTHER", _scores(rel=0.5, ev=0.1))]))
+    return out
+
+
+def _switched_off(rep: Replayer, t: GateThresholds, current: GateThresholds) -> int:
+    return sum(1 for a, b in zip(rep.replay(current), rep.replay(t))
+               if a.status == "answer_from_evidence" and b.status != "answer_from_evidence")
+
+
+def test_a_crafted_file_cannot_switch_off_the_answers_it_relabels():
+    current = GateThresholds()
+    results = relabelled_answers()
+    rep = Replayer(results)
+    assert sum(r.status == "answer_from_evidence" for r in rep.replay(current)) == 25
+    # a search left free by the labels abstains on the relabelled answers
+    from sourcegate.evaluation.tune import _coordinate_search
+    free = _coordinate_search(rep, current, current, 0.0, bounds={})
+    assert _switched_off(rep, free, current) >= 20
+    res = tune(results, current, max_unsafe_rate=0.0, cv_folds=5)
+    for row in res.table:  # no setting turns off more of the library's answers than the file confirms (2)
+        assert _switched_off(rep, row.thresholds, current) <= 2, row
+    assert res.suggested is None and "labels 23 of the 25" in res.refusal
+    # a file that confirms most of the library's answers still moves the threshold over the three
+    # it calls wrong (the lowest scored)
+    honest = [replace(r, case=replace(r.case, expected_status="answer_from_evidence", expected_sources=[f"MANUAL-{i}"]))
+              if 3 <= i < 25 else r for i, r in enumerate(results)]
+    res = tune(honest, current, max_unsafe_rate=0.0, cv_folds=5)
+    assert res.refusal is None or "labels" not in res.refusal
+    fitted = next(row for row in res.table if row.cap == 0.0)
+    assert 0.74 <= fitted.thresholds.evidence_min < 0.75 and _switched_off(rep, fitted.thresholds, current) == 3

@@ -17,9 +17,13 @@ What keeps a fit from switching answers off:
 - every setting is scored on held-out questions (k-fold: thresholds fitted without a case score
   it) beside the current one, in a trade-off table (accuracy, unsafe answers, abstentions), for
   several caps on unsafe answers;
+- no setting turns more of the library's answers (the questions the current thresholds answer)
+  away from an answer than it keeps among those the file labels as answers (`AnswerBound`): two
+  answers kept and 23 relabelled as abstentions cannot raise GATE_EVIDENCE_MIN over the 23;
 - a setting is suggested only when its held-out figures are no worse than the current ones on
   accuracy and on unsafe answers, and better on one of them; and never on a file of fewer than
-  `MIN_CASES` questions, nor on one that expects no answer at all.
+  `MIN_CASES` questions, nor on one that expects no answer at all, nor on one that labels most of
+  the library's answers as abstentions or conflicts.
 
 The injection threshold is the one a crafted file could turn against the gate: raised, text
 addressed to an AI is quoted as a source (label its passages as expected sources); lowered, every
@@ -142,13 +146,9 @@ class Replayer:
             ))
         return out
 
-    def score(self, t: GateThresholds) -> dict[str, float]:
-        """`summary(self.replay(t))`, vectorised. Exact: the evidence limit only matters for leaks and
-        for the expected-source check, so the few cases where it could change either go through
-        `apply_gate`."""
+    def _routes(self, t: GateThresholds):
+        """Per passage: a conflict, evidence; and per case its status code (`STATUS_CODE`)."""
         n = len(self.results)
-        if not n:
-            return summary([])
         s, v = self._s, self._valid
         with np.errstate(invalid="ignore"):
             inj = s[:, 3] > t.injection_max
@@ -161,6 +161,20 @@ class Replayer:
         any_cf = np.bincount(self._case, weights=con, minlength=n) > 0
         status = np.where(any_ev, STATUS_CODE["answer_from_evidence"],
                           np.where(any_cf, STATUS_CODE["premise_conflict"], STATUS_CODE["insufficient_evidence"]))
+        return con, ev, status
+
+    def statuses(self, t: GateThresholds) -> np.ndarray:
+        """Each case's status code under `t` (`STATUS_CODE`)."""
+        return self._routes(t)[2]
+
+    def score(self, t: GateThresholds) -> dict[str, float]:
+        """`summary(self.replay(t))`, vectorised. Exact: the evidence limit only matters for leaks and
+        for the expected-source check, so the few cases where it could change either go through
+        `apply_gate`."""
+        n = len(self.results)
+        if not n:
+            return summary([])
+        con, ev, status = self._routes(t)
         leak = np.zeros(n, dtype=bool)
         # Conflicts are never capped: a forbidden conflict passage always leaks.
         leak[self._case[con & self._forbidden]] = True
@@ -333,6 +347,37 @@ def source_bounds(results: list[CaseResult], current: GateThresholds) -> dict[st
     return bounds
 
 
+class AnswerBound:
+    """What a label file may switch off, bounded by what the library's answered questions show.
+
+    The questions the current thresholds answer are the library's answers. A setting may turn at
+    most as many of those the file labels otherwise (an abstention or a conflict) away from an
+    answer as it keeps answering among those the file labels as answers: a file that calls most of the library's answers wrong
+    (two answers kept, 23 relabelled as abstentions) cannot raise GATE_EVIDENCE_MIN over them. A
+    file whose labels confirm the answers moves the thresholds as its questions show."""
+
+    def __init__(self, rep: "Replayer", current: GateThresholds):
+        self.rep = rep
+        self.answered = rep.statuses(current) == STATUS_CODE["answer_from_evidence"]
+        self.labelled_answer = rep._expected == STATUS_CODE["answer_from_evidence"]
+
+    def switched(self, t: GateThresholds) -> tuple[int, int]:
+        """(the library's answers labelled otherwise that `t` turns away from an answer, those labelled
+        as answers that it keeps). An answer labelled as one may still be switched off: from the
+        wrong document it is unsafe, and abstaining is the fix."""
+        still = self.rep.statuses(t) == STATUS_CODE["answer_from_evidence"]
+        off = self.answered & ~still & ~self.labelled_answer
+        return int(off.sum()), int((self.answered & still & self.labelled_answer).sum())
+
+    def allows(self, t: GateThresholds) -> bool:
+        off, kept = self.switched(t)
+        return off <= kept
+
+    def dispute(self) -> tuple[int, int]:
+        """(the library's answers the file labels otherwise, the library's answers it labels as answers)."""
+        return int((self.answered & ~self.labelled_answer).sum()), int((self.answered & self.labelled_answer).sum())
+
+
 def _allowed(f: str, v: float, bounds: dict[str, float]) -> bool:
     lo, hi = bounds.get(f"{f}>="), bounds.get(f"{f}<=")
     return (lo is None or v >= lo - 1e-12) and (hi is None or v <= hi + 1e-12)
@@ -373,13 +418,15 @@ def _plateau_middle(values: list[float], keys: list[tuple], best: tuple) -> floa
 
 
 def _coordinate_search(rep: Replayer, start: GateThresholds, anchor: GateThresholds, cap: float,
-                       bounds: dict[str, float], rounds: int = 4) -> GateThresholds:
+                       bounds: dict[str, float], rounds: int = 4,
+                       answers: AnswerBound | None = None) -> GateThresholds:
     t = start
     best = _objective(rep.score(t), t, anchor, cap)
     for _ in range(rounds):
         moved = False
         for f in THRESHOLD_FIELDS:
-            values = sorted(v for v in set(GRID) | {getattr(t, f)} if _allowed(f, v, bounds))
+            values = sorted(v for v in set(GRID) | {getattr(t, f)} if _allowed(f, v, bounds)
+                            and (answers is None or v == getattr(t, f) or answers.allows(replace(t, **{f: v}))))
             cands = [replace(t, **{f: v}) for v in values]
             keys = [_objective(rep.score(c), c, anchor, cap) for c in cands]
             top = max(keys)
@@ -396,24 +443,29 @@ def _coordinate_search(rep: Replayer, start: GateThresholds, anchor: GateThresho
 def fit(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: float = 0.0,
         limits: EvidenceLimits = EvidenceLimits()) -> GateThresholds:
     """Best thresholds found by coordinate search from the current and from the default setting,
-    within the bounds that keep every expected source of `results` (`source_bounds`)."""
+    within the bounds that keep every expected source of `results` (`source_bounds`) and switch off
+    no more of the library's answers than the file confirms (`AnswerBound`)."""
     rep = Replayer(results, limits)
     bounds = source_bounds(results, current)
-    starts = (current, _clip(GateThresholds(), bounds))
-    found = {_coordinate_search(rep, start, current, max_unsafe_rate, bounds) for start in starts}
+    answers = AnswerBound(rep, current)
+    starts = [s for s in (current, _clip(GateThresholds(), bounds)) if s == current or answers.allows(s)]
+    found = {_coordinate_search(rep, start, current, max_unsafe_rate, bounds, answers=answers) for start in starts}
     best = max(sorted(found, key=lambda t: tuple(t.as_dict().values())),
                key=lambda t: _objective(rep.score(t), t, current, max_unsafe_rate))
-    return _keep_injection_from_abstaining(rep, _restore_unneeded(rep, best, current, max_unsafe_rate), current)
+    best = _keep_injection_from_abstaining(rep, _restore_unneeded(rep, best, current, max_unsafe_rate, answers),
+                                           current)
+    return best if answers.allows(best) else current
 
 
-def _restore_unneeded(rep: Replayer, t: GateThresholds, current: GateThresholds, cap: float) -> GateThresholds:
+def _restore_unneeded(rep: Replayer, t: GateThresholds, current: GateThresholds, cap: float,
+                      answers: AnswerBound | None = None) -> GateThresholds:
     """Put back the current value of every threshold whose move does not change the outcome: a
     search path can drift a threshold that the cases do not constrain, and an operator should only
     see the changes the data asks for."""
     goal = _objective(rep.score(t), t, current, cap)[:3]
     for f in THRESHOLD_FIELDS:
         back = replace(t, **{f: getattr(current, f)})
-        if _objective(rep.score(back), back, current, cap)[:3] >= goal:
+        if _objective(rep.score(back), back, current, cap)[:3] >= goal and (answers is None or answers.allows(back)):
             t = back
     return t
 
@@ -441,7 +493,7 @@ def _better(a: dict[str, float], b: dict[str, float]) -> bool:
 
 
 def _choose(table: list[TableRow], n: int, folds: int,
-            expects_answers: bool = True) -> tuple[TableRow | None, str | None]:
+            expects_answers: bool = True, dispute: tuple[int, int] = (0, 0)) -> tuple[TableRow | None, str | None]:
     """The row to suggest, or None and why not."""
     if n < MIN_CASES:
         return None, (f"only {n} cases: no setting is suggested below {MIN_CASES} (held-out figures on so few "
@@ -452,6 +504,11 @@ def _choose(table: list[TableRow], n: int, folds: int,
     if not expects_answers:
         return None, ("no question of the file expects an answer: thresholds fitted to it would answer nothing; "
                       "a labelled file covers the three outcomes")
+    disputed, confirmed = dispute
+    if disputed > confirmed:
+        return None, (f"the file labels {disputed} of the {disputed + confirmed} questions the current thresholds "
+                      f"answer as abstentions or conflicts ({confirmed} as answers): a file that calls "
+                      "most of the library's answers wrong is not followed; check its labels against the cited passages")
     current = table[0]
     if current.held_out is None:
         return None, f"too few cases for {folds} held-out folds: lower --folds or add questions"
@@ -489,7 +546,8 @@ def tune(results: list[CaseResult], current: GateThresholds, max_unsafe_rate: fl
     best = fits[max_unsafe_rate]
     after = rep.score(best)
     chosen, refusal = _choose(table, n, cv_folds,
-                              any(r.case.expected_status == "answer_from_evidence" for r in results))
+                              any(r.case.expected_status == "answer_from_evidence" for r in results),
+                              AnswerBound(rep, current).dispute())
     warnings = []
     if n < SMALL_SET:
         warnings.append(f"only {n} cases: thresholds fitted on so few questions overfit them; "
@@ -594,8 +652,9 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
     warnings, then a setting to paste only when its held-out figures beat the current ones. No
     setting ever excludes an expected source of FILE as an injection, superseded or irrelevant;
     GATE_INJECTION_MAX is never raised, and lowered only to exclude forbidden sources, never to
-    turn an answer into an abstention; nothing is suggested on fewer than 20 cases, nor on a file
-    that expects no answer.
+    turn an answer into an abstention; no setting switches off more of the questions the current
+    thresholds answer than it keeps among FILE's answers; nothing is suggested on fewer than 20
+    cases, nor on a file that expects no answer or labels most of the library's answers otherwise.
 
     FILE is the question file of `sourcegate eval` (see `sourcegate eval --help`)."""
     root = ctx.find_root()
