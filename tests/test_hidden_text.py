@@ -212,3 +212,24 @@ def test_html_too_deep_for_a_tree_drops_styles_that_hide_on_their_own(tmp_path, 
     text = parse_html(path, "p.html")[0].text
     assert SHOWN in text and "Stop the pump first." in text
     assert "20,000" not in text, (how, text)
+
+
+MARKDOWN_HIDING = [
+    "<span hidden>{}</span>",
+    '<span style="font-size:0">{}</span>',
+    '<span style="color: #ffffff">{}</span>',
+    '<span style="position:absolute;left:-10000px">{}</span>',
+    '<div style="display:none">\n\n{}\n\n</div>',  # Markdown inside a hidden HTML block: hidden too
+    '\n\n<details hidden><summary>Old</summary>\n\n- {}\n\n</details>',
+]
+
+
+@pytest.mark.parametrize("how", MARKDOWN_HIDING)
+def test_markdown_html_a_renderer_does_not_show_is_not_read(tmp_path, how):
+    from sourcegate.ingest.parsers import parse_markdown
+
+    path = tmp_path / "p.md"
+    path.write_text(f"# P-300\n\n{SHOWN} " + how.format(HIDDEN) + "\n\nStop the *pump* first.\n", encoding="utf-8")
+    doc = parse_markdown(path, "p.md")[0]
+    assert SHOWN in doc.text and "Stop the pump first." in doc.text and doc.title == "P-300"
+    assert "20,000" not in doc.text, (how, doc.text)

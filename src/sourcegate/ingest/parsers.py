@@ -117,13 +117,31 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
 
     meta, source = split_front_matter(decode_text(path.read_bytes()))
     if _markdown_is_pathological(source):
-        text = _clean(source)
+        # its HTML elements that hide on their own left out, and the tags (not the text) of the rest
+        text = _clean(_TAG.sub(" ", _drop_hidden_elements(_drop_hidden_blocks(source))) if "<" in source else source)
         _require_text(text, "Markdown file")
         heading = re.search(r"^#{1,6}[ \t]+(\S[^\n]{0,118})$", text, re.M)
         doc = Document(id=doc_id, title=heading.group(1).strip(" #") if heading else path.stem, text=text)
         apply(doc, meta)
         return [doc]
-    tokens = MarkdownIt("commonmark").enable("table").parse(source)
+    md = MarkdownIt("commonmark").enable("table")
+    tokens = md.parse(source)
+    if any(t.type == "html_block" or (t.type == "inline" and any(c.type == "html_inline" for c in t.children or ()))
+           for t in tokens):
+        # HTML in the Markdown: read as a browser shows the rendered page (its tables and
+        # paragraphs kept, what its styles hide left out, Markdown inside a hidden block included)
+        rendered = md.render(source)
+        if _html_depth(rendered) > MAX_NESTING:  # too deep for a tree: its text, as an HTML page's
+            docs = _html_as_text(rendered, path, doc_id)
+            apply(docs[0], meta)
+            return docs
+        blocks, headings = _rendered_markdown_blocks(rendered)
+        text = "\n\n".join(blocks)
+        _require_text(text, "Markdown file")
+        title = next((h.split(" > ")[-1] for _, h in headings), None)
+        doc = Document(id=doc_id, title=title or path.stem, text=text, headings=headings)
+        apply(doc, meta)
+        return [doc]
     blocks: list[str] = []
     headings: list[tuple[int, str]] = []
     stack: list[tuple[int, str]] = []
@@ -169,6 +187,91 @@ def parse_markdown(path: Path, doc_id: str) -> list[Document]:
     doc = Document(id=doc_id, title=title or path.stem, text=text, headings=headings)
     apply(doc, meta)  # front matter wins over the first heading
     return [doc]
+
+
+# Elements that start a block of their own in a rendered page (the rest flow inside a line).
+_RENDERED_BLOCKS = frozenset({
+    "address", "article", "aside", "blockquote", "body", "caption", "center", "dd", "details", "dialog", "div", "dl",
+    "dt", "fieldset", "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr",
+    "html", "legend", "li", "main", "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "td",
+    "tfoot", "th", "thead", "tr", "ul"})
+_LINE_BREAK = "\x00"  # a <br> while a block's words are joined
+
+
+def _line_text(el) -> str:
+    """The words of an element as one line (a <br> a line break), as it reads in a browser."""
+    text = " ".join(el.get_text("").split())
+    return re.sub(rf" ?{_LINE_BREAK} ?", "\n", text).strip(f"\n {_LINE_BREAK}")
+
+
+def _rendered_markdown_blocks(markup: str) -> tuple[list[str], list[tuple[int, str]]]:
+    """Blocks and heading paths of a Markdown file rendered to HTML, read as `parse_markdown` reads
+    Markdown: a heading, a paragraph or list item, a code block as written, a table row as one line
+    of ` | `-joined cells; what a browser would not show is left out (`visibility.drop_invisible`)."""
+    from bs4 import BeautifulSoup, NavigableString, Tag
+
+    from .visibility import drop_invisible
+
+    soup = BeautifulSoup(markup, "lxml")
+    drop_invisible(soup)
+    for tag in soup(["script", "style", "noscript", "template", "svg"]):
+        tag.decompose()
+    for br in soup.find_all("br"):
+        br.replace_with(NavigableString(_LINE_BREAK))
+    for img in soup.find_all("img"):
+        alt = img.get("alt")
+        img.replace_with(NavigableString(alt if isinstance(alt, str) else ""))
+    holds_blocks: set[int] = set()  # elements with a block inside, found bottom-up in one pass
+    for el in reversed(soup.find_all(True)):
+        if (el.name in _RENDERED_BLOCKS or id(el) in holds_blocks) and isinstance(el.parent, Tag):
+            holds_blocks.add(id(el.parent))
+    blocks: list[str] = []
+    headings: list[tuple[int, str]] = []
+    stack: list[tuple[int, str]] = []
+    pos = 0
+
+    def add(text: str, level: int | None = None) -> None:
+        nonlocal pos, stack
+        if not text:
+            return
+        if level is not None:
+            stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
+            headings.append((pos, " > ".join(t for _, t in stack)))
+        blocks.append(text)
+        pos += len(text) + 2
+
+    def read(el) -> None:
+        if el.name == "tr":
+            cells = [_line_text(c) for c in el.find_all(["td", "th"], recursive=False)]
+            for line in table_lines([cells]):
+                add(line)
+            return
+        if el.name == "pre":
+            add(el.get_text().replace(_LINE_BREAK, "\n").strip("\n"))
+            return
+        if id(el) not in holds_blocks:
+            add(_line_text(el), int(el.name[1]) if re.fullmatch(r"h[1-6]", el.name) else None)
+            return
+        run: list[str] = []  # words between the blocks inside `el`
+
+        def flush() -> None:
+            if run:
+                text = " ".join("".join(run).split())
+                add(re.sub(rf" ?{_LINE_BREAK} ?", "\n", text).strip(f"\n {_LINE_BREAK}"))
+                run.clear()
+
+        for child in list(el.children):
+            if isinstance(child, Tag) and (child.name in _RENDERED_BLOCKS or id(child) in holds_blocks):
+                flush()
+                read(child)
+            elif isinstance(child, Tag):
+                run.append(child.get_text(""))
+            elif isinstance(child, NavigableString) and type(child) is NavigableString:
+                run.append(str(child))
+        flush()
+
+    read(soup.body or soup)
+    return blocks, headings
 
 
 _HTML_BLOCKS = ["h1", "h2", "h3", "h4", "h5", "h6", "p", "li", "pre", "td", "th", "blockquote", "dt", "dd", "figcaption"]
@@ -592,11 +695,10 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
 
 
 # A content stream that draws a rectangle (`x y w h re`) or a line (`x y l`): the only pages where
-# a ruled table can be, and the only ones handed to the table extractor (which parses a page
-# several times slower than the text extraction).
-# Seconds one file may spend in the table extractor (about 40 ms a page of ruled table on 2 busy
-# cores, 25 times the text layer's time): past it, the remaining pages keep their text layer, so a
-# book of tables is still read within SOURCEGATE_PARSE_TIMEOUT_S.
+# a ruled table can be, and the only ones handed to the table reader.
+# Seconds one file may spend in the table reader (about 6 ms a page of ruled table, about half the
+# text layer's time), checked inside each page too: past it, that page and the remaining ones keep
+# their text layer, so a book of tables is still read within SOURCEGATE_PARSE_TIMEOUT_S.
 PDF_TABLE_BUDGET_S = 20.0
 _DRAWS_LINES = re.compile(rb"(?:-?[\d.]+\s+){3}-?[\d.]+\s+re\b|(?:-?[\d.]+\s+)-?[\d.]+\s+l\b")
 
@@ -613,36 +715,12 @@ def _draws_lines(page) -> bool:
 
 def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str]:
     """The text of the pages (0-based numbers) that hold ruled tables, with each table read row
-    by row (`table_lines`) where it stands on the page, between the text above and below it;
-    pages without a table, or where pdfplumber is not installed or fails, are left out."""
-    try:
-        import pdfplumber
-    except ImportError:
-        return {}
-    out: dict[int, str] = {}
-    deadline = time.monotonic() + PDF_TABLE_BUDGET_S
-    try:
-        with pdfplumber.open(str(path)) as pdf:
-            for n in page_numbers:
-                if time.monotonic() > deadline:
-                    break
-                page = pdf.pages[n]
-                tables = sorted(page.find_tables(), key=lambda t: t.bbox[1])
-                if not tables:
-                    continue
-                parts, top = [], page.bbox[1]
-                x0, _, x1, bottom = page.bbox
-                for table in tables:
-                    if table.bbox[1] > top:
-                        parts.append(page.crop((x0, top, x1, table.bbox[1])).extract_text() or "")
-                    parts.append("\n\n".join(table_lines(table.extract())))
-                    top = max(top, table.bbox[3])
-                if bottom > top:
-                    parts.append(page.crop((x0, top, x1, bottom)).extract_text() or "")
-                out[n] = "\n\n".join(p for p in parts if p.strip())
-    except Exception:  # a table extractor's failure leaves the text layer as it was read
-        return out
-    return out
+    by row (`table_lines`) where it stands on the page, between the text above and below it, from
+    one pdfium parse of each page (`pdf_tables`); pages without a table, and those the budget
+    did not reach, are left out."""
+    from .pdf_tables import pages_with_tables
+
+    return pages_with_tables(path, page_numbers, PDF_TABLE_BUDGET_S, table_lines)
 
 
 # Text a PDF draws but nobody sees: render mode 3 (neither filled nor stroked) or 7 (a clip only),
@@ -714,6 +792,9 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
         kept, visible, invisible = _invisible_text_ops(stream.operations)
     except Exception:  # a stream pypdf cannot take apart: its own extraction decides
         return page.extract_text() or "", False
+    # the text layer reads the operations parsed above instead of parsing the stream again
+    # (in memory only: the file is not written)
+    page[NameObject("/Contents")] = stream
     if not invisible:
         return page.extract_text() or "", False
     plain = page.extract_text() or ""

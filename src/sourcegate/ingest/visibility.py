@@ -366,7 +366,9 @@ _CSS_COMMENT = re.compile(r"/\*.*?\*/", re.S)
 _VISUAL = re.compile(r"^(?:display|visibility|opacity|font-size|color|-webkit-text-fill-color|background(?:-color|-image)?|"
                      r"position|left|top|right|bottom|margin-left|margin-top|inset-\S+|clip|clip-path|overflow(?:-x|-y)?|"
                      r"(?:max-)?(?:height|width)|transform|text-indent|zoom)$")
-MAX_STYLE_RULES = 300
+MAX_STYLE_RULES = 5000  # selectors read from a page's stylesheets
+MAX_COMPLEX_SELECTORS = 100  # of which matched by soupsieve (a pass over the page each)
+_SIMPLE_SELECTOR = re.compile(r"^(\*|[a-z][a-z0-9-]*)?((?:[.#][\w-]+)*)$", re.I)
 
 
 def stylesheet_rules(soup) -> list[tuple[str, dict[str, str]]]:
@@ -390,6 +392,50 @@ def stylesheet_rules(soup) -> list[tuple[str, dict[str, str]]]:
     return out
 
 
+def _sheet_declarations(soup) -> dict[int, dict[str, str]]:
+    """The declarations the page's stylesheets give each element (by id()), later rules winning.
+    Simple selectors (`p`, `.note`, `#legal`, `div.x.y`) are matched in one pass over the page;
+    the first MAX_COMPLEX_SELECTORS others (`#legal > p`) by soupsieve, one pass each."""
+    by_key: dict[tuple[str, str], list[tuple[int, str | None, frozenset, frozenset, dict]]] = {}
+    matched: dict[int, list[tuple[int, dict[str, str]]]] = {}
+    complex_left = MAX_COMPLEX_SELECTORS
+    for order, (selector, decls) in enumerate(stylesheet_rules(soup)):
+        m = _SIMPLE_SELECTOR.match(selector)
+        if m:
+            tag = None if m.group(1) in (None, "*") else m.group(1).lower()
+            parts = re.findall(r"([.#])([\w-]+)", m.group(2))
+            classes = frozenset(v for k, v in parts if k == ".")
+            ids = frozenset(v for k, v in parts if k == "#")
+            key = ("#", next(iter(ids))) if ids else (".", next(iter(classes))) if classes else ("", tag or "*")
+            by_key.setdefault(key, []).append((order, tag, classes, ids, decls))
+            continue
+        if complex_left <= 0:
+            continue
+        complex_left -= 1
+        try:
+            for el in soup.select(selector):
+                matched.setdefault(id(el), []).append((order, decls))
+        except Exception:  # a selector soupsieve does not read: the rule is passed over
+            continue
+    if by_key:
+        for el in soup.find_all(True):
+            cls = el.get("class") or []
+            cls = set(cls.split() if isinstance(cls, str) else cls)
+            eid = el.get("id")
+            keys = [("", el.name), ("", "*")] + [(".", c) for c in cls] + ([("#", eid)] if isinstance(eid, str) else [])
+            for key in keys:
+                for order, tag, classes, ids, decls in by_key.get(key, ()):
+                    if (tag is None or tag == el.name) and classes <= cls and (not ids or ids == {eid}):
+                        matched.setdefault(id(el), []).append((order, decls))
+    out: dict[int, dict[str, str]] = {}
+    for key, rules in matched.items():
+        merged: dict[str, str] = {}
+        for _, decls in sorted(rules, key=lambda r: r[0]):
+            merged.update(decls)
+        out[key] = merged
+    return out
+
+
 def drop_invisible(soup, root=None) -> None:
     """Remove from a parsed page (BeautifulSoup) the elements and text a browser does not show:
     each element's declarations (the page's `<style>` rules, then its inline style) are applied
@@ -397,14 +443,7 @@ def drop_invisible(soup, root=None) -> None:
     text whose own state cannot be read (too small, too faint for its background) goes alone."""
     from bs4 import Comment, NavigableString, Tag
 
-    sheet: dict[int, dict[str, str]] = {}
-    for selector, decls in stylesheet_rules(soup):
-        try:
-            matched = soup.select(selector)
-        except Exception:  # a selector soupsieve does not read: the rule is passed over
-            continue
-        for el in matched:
-            sheet.setdefault(id(el), {}).update(decls)
+    sheet = _sheet_declarations(soup)
     drop: list = []
     stack = [(root or soup, CssState())]
     while stack:
