@@ -139,3 +139,107 @@ def test_a_table_row_answers_a_question_about_its_value(tmp_path, question, quot
     first = next(line for line in result.answer.splitlines() if line.startswith("- "))
     assert first == f'- "{quote}" (Task | Interval) [1]'
     assert where in result.answer
+
+
+def _row_id(i: int) -> str:
+    return f"R-{i:04d}"
+
+
+def _cells_a_rectangle_each(path: Path, rows: int) -> Path:
+    """Pages of a ruled table drawn one rectangle a cell (reportlab's canvas, many report writers),
+    a title above each and a note below."""
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path))
+    for start in range(0, rows, 30):
+        c.drawString(30, 805, "Strainer schedule")
+        y = 770
+        for i in range(start, min(start + 30, rows)):
+            x = 30
+            for w, cell in zip([80, 170, 130], [_row_id(i), "Clean the strainer", f"every {i} days"]):
+                c.rect(x, y - 7, w, 24)
+                c.drawString(x + 4, y, cell)
+                x += w
+            y -= 24
+        c.drawString(30, y - 10, "Record each cleaning in the log book.")
+        c.showPage()
+    c.save()
+    return path
+
+
+def _platypus_grid(path: Path, rows: int) -> Path:
+    """A reportlab table over several pages: its header repeated, some cells wrapped on two lines."""
+    from reportlab.lib import colors
+    from reportlab.lib.styles import getSampleStyleSheet
+    from reportlab.platypus import Paragraph, SimpleDocTemplate, Table, TableStyle
+
+    st = getSampleStyleSheet()
+    data = [["Id", "Task", "Interval"]] + [
+        [_row_id(i), Paragraph(f"Replace the seal of pump P-{i} and check the coupling alignment after the first run",
+                               st["Normal"]) if i % 7 == 0 else "Grease the bearing", f"{i} hours"]
+        for i in range(rows)]
+    table = Table(data, repeatRows=1, colWidths=[60, 250, 100])
+    table.setStyle(TableStyle([("GRID", (0, 0), (-1, -1), 0.5, colors.black),
+                               ("BACKGROUND", (0, 0), (-1, 0), colors.lightgrey)]))
+    SimpleDocTemplate(str(path)).build([Paragraph("Pump schedule", st["Title"]), table,
+                                        Paragraph("End of the schedule.", st["Normal"])])
+    return path
+
+
+def _lines_on_a_turned_page(path: Path, rows: int) -> Path:
+    """A grid of stroked lines on a page shown turned a quarter (/Rotate 90), its text drawn
+    upright in the page's own space."""
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path))
+    c.setPageRotation(90)
+    xs, top = [30, 110, 280, 410], 780
+    ys = [top - 20 * i for i in range(rows + 1)]
+    for y in ys:
+        c.line(xs[0], y, xs[-1], y)
+    for x in xs:
+        c.line(x, ys[-1], x, top)
+    for i in range(rows):
+        for x, cell in zip(xs, [_row_id(i), "Clean the strainer", f"{i} days"]):
+            c.drawString(x + 4, ys[i] - 14, cell)
+    c.showPage()
+    c.save()
+    return path
+
+
+@pytest.mark.parametrize("make, rows", [(_cells_a_rectangle_each, 95), (_platypus_grid, 130),
+                                        (_lines_on_a_turned_page, 36)])
+def test_no_ruled_table_row_is_lost(tmp_path, make, rows):
+    text = parse_file(make(tmp_path / "t.pdf", rows), "t.pdf")[0].text
+    read = [line for line in text.split("\n\n") if line.startswith("R-")]
+    # every row read once, as a row: its id, then its other cells on the same line
+    assert sorted(line.split(" | ")[0] for line in read) == [_row_id(i) for i in range(rows)]
+    assert all(line.count(" | ") == 2 for line in read)
+    assert "R-0007 | Replace the seal of pump P-7 and check the coupling alignment after the first run | 7 hours" in text \
+        or make is not _platypus_grid
+
+
+def test_the_pdf_table_budget_is_checked_inside_a_page(tmp_path, monkeypatch):
+    """A page whose table reading runs past the budget keeps its text layer: the budget is not
+    only looked at between pages."""
+    import time
+
+    calls = []
+    real = parsers._pdf_pages_with_tables
+
+    def clock() -> float:  # the budget is set and the first page begins at 0; then time is up
+        calls.append(1)
+        return 0.0 if len(calls) <= 2 else 1e6
+
+    def with_clock(*args):
+        monotonic, time.monotonic = time.monotonic, clock
+        try:
+            return real(*args)
+        finally:
+            time.monotonic = monotonic
+
+    monkeypatch.setattr(parsers, "_pdf_pages_with_tables", with_clock)
+    text = parse_file(make_pdf(tmp_path / "g5.pdf"), "g5.pdf")[0].text
+    assert "Task | Interval" not in text
+    assert "Fuel filter replacement" in text and "Coolant change" in text  # the text layer
+    assert len(calls) > 2

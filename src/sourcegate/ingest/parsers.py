@@ -695,11 +695,10 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
 
 
 # A content stream that draws a rectangle (`x y w h re`) or a line (`x y l`): the only pages where
-# a ruled table can be, and the only ones handed to the table extractor (which parses a page
-# several times slower than the text extraction).
-# Seconds one file may spend in the table extractor (about 40 ms a page of ruled table on 2 busy
-# cores, 25 times the text layer's time): past it, the remaining pages keep their text layer, so a
-# book of tables is still read within SOURCEGATE_PARSE_TIMEOUT_S.
+# a ruled table can be, and the only ones handed to the table reader.
+# Seconds one file may spend in the table reader (about 6 ms a page of ruled table, about half the
+# text layer's time), checked inside each page too: past it, that page and the remaining ones keep
+# their text layer, so a book of tables is still read within SOURCEGATE_PARSE_TIMEOUT_S.
 PDF_TABLE_BUDGET_S = 20.0
 _DRAWS_LINES = re.compile(rb"(?:-?[\d.]+\s+){3}-?[\d.]+\s+re\b|(?:-?[\d.]+\s+)-?[\d.]+\s+l\b")
 
@@ -716,36 +715,12 @@ def _draws_lines(page) -> bool:
 
 def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str]:
     """The text of the pages (0-based numbers) that hold ruled tables, with each table read row
-    by row (`table_lines`) where it stands on the page, between the text above and below it;
-    pages without a table, or where pdfplumber is not installed or fails, are left out."""
-    try:
-        import pdfplumber
-    except ImportError:
-        return {}
-    out: dict[int, str] = {}
-    deadline = time.monotonic() + PDF_TABLE_BUDGET_S
-    try:
-        with pdfplumber.open(str(path)) as pdf:
-            for n in page_numbers:
-                if time.monotonic() > deadline:
-                    break
-                page = pdf.pages[n]
-                tables = sorted(page.find_tables(), key=lambda t: t.bbox[1])
-                if not tables:
-                    continue
-                parts, top = [], page.bbox[1]
-                x0, _, x1, bottom = page.bbox
-                for table in tables:
-                    if table.bbox[1] > top:
-                        parts.append(page.crop((x0, top, x1, table.bbox[1])).extract_text() or "")
-                    parts.append("\n\n".join(table_lines(table.extract())))
-                    top = max(top, table.bbox[3])
-                if bottom > top:
-                    parts.append(page.crop((x0, top, x1, bottom)).extract_text() or "")
-                out[n] = "\n\n".join(p for p in parts if p.strip())
-    except Exception:  # a table extractor's failure leaves the text layer as it was read
-        return out
-    return out
+    by row (`table_lines`) where it stands on the page, between the text above and below it, from
+    one pdfium parse of each page (`pdf_tables`); pages without a table, and those the budget
+    did not reach, are left out."""
+    from .pdf_tables import pages_with_tables
+
+    return pages_with_tables(path, page_numbers, PDF_TABLE_BUDGET_S, table_lines)
 
 
 # Text a PDF draws but nobody sees: render mode 3 (neither filled nor stroked) or 7 (a clip only),
@@ -817,6 +792,9 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
         kept, visible, invisible = _invisible_text_ops(stream.operations)
     except Exception:  # a stream pypdf cannot take apart: its own extraction decides
         return page.extract_text() or "", False
+    # the text layer reads the operations parsed above instead of parsing the stream again
+    # (in memory only: the file is not written)
+    page[NameObject("/Contents")] = stream
     if not invisible:
         return page.extract_text() or "", False
     plain = page.extract_text() or ""
