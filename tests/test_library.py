@@ -196,3 +196,44 @@ def test_the_demo_builds_its_own_library_on_a_fresh_home(sourcegate_home):
     r = run("status", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["documents"] > 10
     assert os.path.isfile(sourcegate_home / "index.db")
+
+
+# libpq's keyword/value form: never a SQLite file, its password never printed nor made a file name
+KEYWORD_FORMS = ("host=127.0.0.1 port=1 user=sg password=s3cret-pw dbname=library",
+                 "dbname=library password = 's3cret pw' host=127.0.0.1",
+                 "password=s3cret-pw")
+
+
+@pytest.mark.parametrize("conninfo", KEYWORD_FORMS)
+def test_a_keyword_form_connection_string_is_not_a_sqlite_path(conninfo, tmp_path, monkeypatch):
+    from sourcegate.store import redact_url
+
+    monkeypatch.chdir(tmp_path)
+    assert "s3cret" not in redact_url(conninfo) and "***" in redact_url(conninfo)
+    with pytest.raises(StoreURLError) as e:
+        store_kind(conninfo)
+    assert "s3cret" not in str(e.value) and "postgresql://user:password@host:5432/dbname" in str(e.value)
+    for args in (["status"], ["ask", Q], ["ingest", str(tmp_path)]):
+        r = run(*args, "--store", conninfo)
+        line = one_line(r)
+        assert "s3cret" not in r.output and "keyword" in line, (args, r.output)
+    assert not [p for p in tmp_path.rglob("*") if "s3cret" in p.name or "password" in p.name]
+
+
+# A raw password holding both '@' and '/': whatever libpq makes of it, no part of it is shown.
+@pytest.mark.parametrize("secret", ["p@ss/w0rd-tail", "a/b@c-tail", "x@y@z/q-tail", "@/-tail"])
+def test_a_password_with_at_and_slash_is_hidden_whole(secret):
+    from sourcegate.store import redact_url
+
+    for url in (f"postgresql://sourcegate:{secret}@db.example:5432/library",
+                f"postgresql://sourcegate:{secret}@db.example/library?sslmode=require"):
+        shown = redact_url(url)
+        assert "tail" not in shown and "sourcegate:***@" in shown, shown
+
+
+def test_settings_repr_hides_the_store_password():
+    from sourcegate.settings import Settings
+
+    for store in (DOWN_POSTGRES, "postgresql://sg:p@ss/w0rd-s3cret@db/lib", KEYWORD_FORMS[0], KEYWORD_FORMS[1]):
+        settings = Settings(_env_file=None, store_url=store)
+        assert "s3cret" not in repr(settings) and "s3cret" not in str(settings), store

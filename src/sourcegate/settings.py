@@ -223,6 +223,10 @@ class Settings(BaseSettings):
         for name, value in super().__repr_args__():
             if value is not None and name and name.endswith(("_api_key", "_password", "_secret", "_token")):
                 value = "***"
+            elif name == "store_url" and isinstance(value, str):  # postgresql://user:PASSWORD@...
+                from .store import redact_url
+
+                value = redact_url(value)
             yield name, value
 
     @property

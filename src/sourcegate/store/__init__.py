@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from .base import DocumentRecord, ExportedDocument, SearchFilters, Store, StoreStats
 
 __all__ = ["DocumentRecord", "ExportedDocument", "SearchFilters", "Store", "StoreStats", "StoreURLError",
-           "SUPPORTED_STORE_URLS", "describe_location", "open_store", "sqlite_path", "store_kind"]
+           "SUPPORTED_STORE_URLS", "describe_location", "is_conninfo", "open_store", "sqlite_path", "store_kind"]
 
 SUPPORTED_STORE_URLS = ("sqlite:///relative/index.db", "sqlite:////absolute/index.db",
                         "postgresql://user:password@host/db", "azure://SERVICE.search.windows.net/INDEX")
@@ -39,6 +39,12 @@ def store_kind(url_or_path: str | Path) -> str:
         return "postgresql"
     if url.startswith("azure://"):
         return "azure"
+    if is_conninfo(url):
+        # libpq's other form ("host=db password=..."): without this, a SQLite file named after it,
+        # the password in its name and in every message that shows the path
+        raise StoreURLError(f"the store {redact_url(url)!r} is a libpq keyword/value connection string "
+                            "(host=... password=...): give PostgreSQL as a URL, "
+                            f"postgresql://user:password@host:5432/dbname ({_ENCODE})")
     if url.startswith("sqlite:"):
         if not url.startswith("sqlite:///") or url == "sqlite:///":
             raise StoreURLError(f"store URL {url!r} names no file: a SQLite URL has three slashes before a "
@@ -64,18 +70,38 @@ def sqlite_path(url_or_path: str | Path) -> Path:
 _SECRET_PARAM = re.compile(r"(?i)^(password|passwd|pwd|sslpassword|secret|api[-_]?key|key|token|access[-_]?token)$")
 
 
+# libpq's keyword/value connection strings ("host=db port=5432 password=..."): its parameter names.
+_CONNINFO_KEYS = frozenset({
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "channel_binding", "connect_timeout",
+    "client_encoding", "options", "application_name", "fallback_application_name", "keepalives", "sslmode",
+    "sslcert", "sslkey", "sslpassword", "sslrootcert", "sslcrl", "requiressl", "gssencmode", "krbsrvname",
+    "service", "target_session_attrs", "load_balance_hosts", "require_auth", "sslnegotiation"})
+_CONNINFO_KEY = re.compile(r"(?:^|\s)([A-Za-z_]+)\s*=")
+# A secret's value in that form: a quoted value (with backslash escapes) or up to the next blank.
+_CONNINFO_SECRET = re.compile(r"(?i)((?:^|\s)(?:password|sslpassword)\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)")
+
+
+def is_conninfo(text: str) -> bool:
+    """Whether `text` is a libpq keyword/value connection string rather than a path or a URL."""
+    return "://" not in text and any(m.group(1).lower() in _CONNINFO_KEYS for m in _CONNINFO_KEY.finditer(text))
+
+
 def _userinfo_end(rest: str) -> int:
     """Where the user part of `rest` (a URL after `://`) ends: its `@`, or -1 when there is none.
     libpq's reading: the first `@` before any `/`, so `#`, `?` and `%` belong to the password (an
     RFC 3986 parser would cut it there and show the rest). A password holding a `/` has no `@`
     before it: then the first `@` after a `:` ends it (libpq would take the password for a port
-    and quote it in its error)."""
+    and quote it in its error). Where a password is there (a `:` before that `@`), it ends at the
+    last `@`: a raw password holding `@` and `/` is read by libpq as a host and a path, but it is
+    still the password, and none of it is shown (an `@` in the query hides the host too: too much
+    hidden, never too little)."""
     slash = rest.find("/")
     at = rest.find("@", 0, slash if slash >= 0 else len(rest))
-    if at >= 0:
-        return at
-    at = rest.find("@")
-    return at if at >= 0 and ":" in rest[:at] and "=" not in rest[:at] else -1
+    if at < 0:
+        at = rest.find("@")
+        if not (at >= 0 and ":" in rest[:at] and "=" not in rest[:at]):
+            return -1
+    return rest.rfind("@") if ":" in rest[:at] else at
 
 
 def redact_url(url: str) -> str:
@@ -84,7 +110,7 @@ def redact_url(url: str) -> str:
     a password holding `#`, `?`, `/` or a bad `%` escape is hidden too."""
     scheme, sep, rest = url.partition("://")
     if not sep:
-        return url
+        return _CONNINFO_SECRET.sub(lambda m: m.group(1) + "***", url) if is_conninfo(url) else url
     at = _userinfo_end(rest)
     if at >= 0:
         user, colon, password = rest[:at].partition(":")
