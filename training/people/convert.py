@@ -380,6 +380,13 @@ def convert_md(text):
                 blocks.append(("p", squash(md_inline(rest))))
             i += 1
             continue
+        if re.match(r"^(!!!|\?\?\?\+?)\s*[\w-]+|^===\s+[\"“]", st):   # MkDocs admonition or tab: keep its title only
+            flush()
+            rest = re.sub(r"^(!!!|\?\?\?\+?)\s*[\w-]+\s*|^===\s+", "", st).strip().strip("\"“”").strip()
+            if rest:
+                blocks.append(("p", squash(md_inline(rest))))
+            i += 1
+            continue
         if (not st.startswith("|") and "|" in st and i + 1 < n
                 and re.fullmatch(r"\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)+\|?\s*", lines[i + 1])):
             # GFM table without leading pipes ("a | b" / "--- | ---" / rows)
