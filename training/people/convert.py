@@ -186,6 +186,57 @@ def rst_inline(s):
     return s
 
 
+def rst_table(lines, i):
+    """Rows of an RST simple or grid table starting at its top border lines[i], as "a | b" strings,
+    and the index of the first line after the table."""
+    n = len(lines)
+    border = lines[i]
+    rows, cur = [], None
+    if border.strip().startswith("+"):  # grid table: cells between the border's "+" columns
+        cuts = [m.start() for m in re.finditer(r"\+", border)]
+        j = i + 1
+        while j < n and lines[j].strip().startswith(("|", "+")):
+            l = lines[j]
+            if re.match(r"^\s*\+[-=+]+\+\s*$", l):
+                if cur:
+                    rows.append(cur)
+                cur = None
+            else:
+                cells = [l[a + 1:b].strip() for a, b in zip(cuts, cuts[1:])]
+                cur = cells if cur is None else [(x + " " + y).strip() for x, y in zip(cur, cells)]
+            j += 1
+        if cur:
+            rows.append(cur)
+    else:  # simple table: columns from the runs of "=" in the top border
+        spans = [m.start() for m in re.finditer(r"=+", border)]
+        borders, j = 1, i + 1
+        while j < n:
+            l = lines[j]
+            if re.match(r"^\s*=+( +=+)*\s*$", l):
+                borders += 1
+                j += 1
+                if borders >= 3 or j >= n or not lines[j].strip():
+                    break
+                continue
+            if not l.strip() or re.match(r"^\s*-+( +-+)*\s*$", l):
+                if not l.strip():
+                    break
+                j += 1
+                continue
+            cells = [l[a:b].strip() for a, b in zip(spans, spans[1:] + [len(l) + 1])]
+            if not cells[0] and rows:
+                rows[-1] = [(x + " " + y).strip() for x, y in zip(rows[-1], cells)]
+            else:
+                rows.append(cells)
+            j += 1
+    out = []
+    for r in rows:
+        cells = [squash(rst_inline(c)) for c in r]
+        if any(cells):
+            out.append(" | ".join(c for c in cells if c))
+    return out, j
+
+
 def convert_rst(text):
     lines = text.replace("\t", "    ").split("\n")
     blocks = []
@@ -246,6 +297,24 @@ def convert_rst(text):
                 code = "\n".join(b[dedent:] for b in body).strip("\n")
                 if code.strip():
                     blocks.append(("v", code))
+            elif name == "list-table":  # "* - a" / "  - b" items: one "a | b" row a block
+                flush()
+                if arg:
+                    blocks.append(("p", squash(rst_inline(arg))))
+                rows = []
+                for b in body:
+                    t = b.strip()
+                    m2 = re.match(r"^(\*\s+)?-\s*(.*)$", t)
+                    if t.startswith("* ") and m2:
+                        rows.append([m2.group(2)])
+                    elif m2 and rows and not t.startswith("*"):
+                        rows[-1].append(m2.group(2))
+                    elif t and rows:
+                        rows[-1][-1] += " " + t
+                for r in rows:
+                    cells = [squash(rst_inline(c)) for c in r]
+                    if any(cells):
+                        blocks.append(("p", " | ".join(c for c in cells if c)))
             elif name in RST_ADMON:
                 if arg and name not in ("only", "list-table", "table", "highlight"):
                     para.append(arg)
@@ -289,6 +358,12 @@ def convert_rst(text):
         # list items start a new paragraph
         if re.match(r"^\s*([*+-]|#\.|\d+[.)])\s+", line) and para:
             flush()
+        # simple tables ("===  ===" borders) and grid tables ("+---+---+"): one "a | b" row a block
+        if re.match(r"^\s*=+( +=+)+\s*$", line) or re.match(r"^\s*\+(-+\+){2,}\s*$", line):
+            flush()
+            rows, i = rst_table(lines, i)
+            blocks.extend(("p", r) for r in rows)
+            continue
         # simple table borders
         if re.match(r"^\s*[=+\-| ]{6,}$", line) and set(stripped) <= set("=+-| "):
             flush()
@@ -313,7 +388,7 @@ def md_inline(s):
     s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", s)
     s = re.sub(r"(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", r"\1", s)
     s = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|<%.*?%>", "", s)
-    s = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>])", r"\1", s)
+    s = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>~])", r"\1", s)
     return html.unescape(s)
 
 
@@ -400,6 +475,18 @@ def convert_md(text):
                         blocks.append(("p", s))
                 i += 1
             continue
+        if st.startswith("<table"):  # an HTML table (GitBook writes them on one line): one "a | b" row a block
+            flush()
+            j = i
+            while "</table>" not in lines[j] and j + 1 < n:
+                j += 1
+            for tr in re.findall(r"<tr[^>]*>(.*?)</tr>", "\n".join(lines[i:j + 1]), re.S):
+                cells = re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", tr, re.S)
+                s = " | ".join(p for p in (" ".join(html_cell_lines(c)) for c in cells) if p)
+                if s:
+                    blocks.append(("p", s))
+            i = j + 1
+            continue
         if st.startswith("|"):
             flush()
             while i < n and lines[i].strip().startswith("|"):
@@ -433,6 +520,8 @@ def convert_md(text):
                 flush()
                 i += 1
                 continue
+        if st.endswith("\\") and not st.endswith("\\\\"):  # hard line break: "text\" at a line end
+            st = st[:-1].rstrip()
         para.append(st)
         i += 1
     flush()
@@ -545,6 +634,8 @@ def slug(s):
 # ---------------------------------------------------------------------------
 def adoc_inline(s, attrs=None):
     attrs = attrs or {}
+    s = re.sub(r"\(\(\((.*?)\)\)\)", "", s)  # hidden index terms (((a, b)))
+    s = re.sub(r"\(\(([^()]+)\)\)", r"\1", s)  # visible index term ((term))
     s = re.sub(r"\{([A-Za-z0-9_-]+)\}", lambda m: attrs.get(m.group(1), m.group(0)), s)
     s = re.sub(r"<<[^,>]+,\s*([^>]+)>>", r"\1", s)
     s = re.sub(r"<<([^>]+)>>", lambda m: m.group(1).replace("_", " ").strip(), s)
@@ -558,6 +649,7 @@ def adoc_inline(s, attrs=None):
     s = re.sub(r"\*\*(.+?)\*\*|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", lambda m: m.group(1) or m.group(2), s)
     s = re.sub(r"__(.+?)__|(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", lambda m: m.group(1) or m.group(2), s)
     s = re.sub(r"(?<![\w#])#([^#\n]+)#(?![\w#])", r"\1", s)
+    s = re.sub(r"(?<![\w'])'(?=[^\s'])([^'\n]*?[^\s'])'(?![\w'])", r"\1", s)  # 'emphasis' (AsciiDoc 8)
     s = re.sub(r"\s\+$", "", s)
     return html.unescape(s)
 
@@ -581,7 +673,7 @@ def convert_adoc(text):
 
     def flush():
         if para:
-            s = squash(adoc_inline(" ".join(para), attrs))
+            s = squash(adoc_inline(" ".join(re.sub(r"\s\+$", "", l) for l in para), attrs))
             if s:
                 blocks.append(("p", s))
             para.clear()
@@ -672,7 +764,7 @@ def convert_adoc(text):
             flush()
             i += 1
             continue
-        if not st:
+        if not st or st == "+":  # a lone + joins a block to the list item above
             flush()
             i += 1
             continue
