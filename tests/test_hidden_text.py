@@ -233,3 +233,81 @@ def test_markdown_html_a_renderer_does_not_show_is_not_read(tmp_path, how):
     doc = parse_markdown(path, "p.md")[0]
     assert SHOWN in doc.text and "Stop the pump first." in doc.text and doc.title == "P-300"
     assert "20,000" not in doc.text, (how, doc.text)
+
+
+def _docx_styled(path, how: str):
+    """A DOCX whose first paragraph is shown, and whose second holds HIDDEN made invisible `how`."""
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+    from docx.shared import Pt, RGBColor
+
+    d = docx.Document()
+    shown = d.add_paragraph().add_run(SHOWN)
+    hidden_p = d.add_paragraph()
+    hidden = hidden_p.add_run(HIDDEN)
+    if how in ("docDefaults", "Normal style"):
+        rpr = (d.styles.element.find(qn("w:docDefaults")).find(qn("w:rPrDefault")).find(qn("w:rPr"))
+               if how == "docDefaults" else d.styles["Normal"].element.get_or_add_rPr())
+        rpr.append(parse_xml(f"<w:vanish {nsdecls('w')}/>"))
+        shown.font.hidden = False  # said otherwise on the run: shown
+    elif how == "white":
+        hidden.font.color.rgb = RGBColor(0xFF, 0xFF, 0xFF)
+    elif how == "near white":
+        hidden.font.color.rgb = RGBColor(0xFA, 0xFB, 0xF8)
+    elif how == "white by its style":
+        st = d.styles.add_style("Ghost", 2)
+        st.font.color.rgb = RGBColor(0xFF, 0xFF, 0xFF)
+        hidden.style = st
+    elif how == "coloured like its shading":
+        hidden_p._p.get_or_add_pPr().append(parse_xml(f'<w:shd {nsdecls("w")} w:val="clear" w:fill="1F3864"/>'))
+        hidden.font.color.rgb = RGBColor(0x1F, 0x38, 0x64)
+    elif how == "0.5 pt":
+        hidden.font.size = Pt(0.5)
+    elif how == "1 pt by docDefaults":
+        d.styles.element.find(qn("w:docDefaults")).find(qn("w:rPrDefault")).find(qn("w:rPr")).append(
+            parse_xml(f'<w:sz {nsdecls("w")} w:val="2"/>'))
+        shown.font.size = Pt(11)
+    d.save(path)
+    return path
+
+
+def qn(tag):
+    from docx.oxml.ns import qn as _qn
+
+    return _qn(tag)
+
+
+DOCX_HIDING = ["docDefaults", "Normal style", "white", "near white", "white by its style", "coloured like its shading",
+               "0.5 pt", "1 pt by docDefaults"]
+
+
+@pytest.mark.parametrize("how", DOCX_HIDING)
+def test_docx_text_word_does_not_show_is_not_read(tmp_path, how):
+    text = parse_docx(_docx_styled(tmp_path / "p.docx", how), "p.docx")[0].text
+    assert SHOWN in text
+    assert "20,000" not in text, (how, text)
+
+
+def test_docx_text_word_shows_is_read(tmp_path):
+    import docx
+    from docx.oxml import parse_xml
+    from docx.oxml.ns import nsdecls
+    from docx.shared import Pt, RGBColor
+
+    d = docx.Document()
+    d.add_paragraph().add_run("Grey: check the seals.").font.color.rgb = RGBColor(0x77, 0x77, 0x77)
+    d.add_paragraph().add_run("Small: 7 pt print.").font.size = Pt(7)
+    p = d.add_paragraph()
+    p._p.get_or_add_pPr().append(parse_xml(f'<w:shd {nsdecls("w")} w:val="clear" w:fill="1F3864"/>'))
+    p.add_run("White on a dark band.").font.color.rgb = RGBColor(0xFF, 0xFF, 0xFF)
+    table = d.add_table(rows=1, cols=2)
+    cell = table.cell(0, 1)
+    cell._tc.get_or_add_tcPr().append(parse_xml(f'<w:shd {nsdecls("w")} w:val="clear" w:fill="000000"/>'))
+    cell.paragraphs[0].add_run("White in a black cell.").font.color.rgb = RGBColor(0xFF, 0xFF, 0xFF)
+    table.cell(0, 0).text = "Auto colour."
+    d.save(tmp_path / "s.docx")
+    text = parse_docx(tmp_path / "s.docx", "s.docx")[0].text
+    for shown in ("Grey: check the seals.", "Small: 7 pt print.", "White on a dark band.", "White in a black cell.",
+                  "Auto colour."):
+        assert shown in text, (shown, text)

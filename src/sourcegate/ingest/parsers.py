@@ -509,53 +509,87 @@ def parse_docx(path: Path, doc_id: str) -> list[Document]:
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
-def _on(el) -> bool:
-    """A Word toggle property (`<w:vanish/>`, `<w:vanish w:val="0"/>`) is on."""
-    return el is not None and el.get(f"{_W}val", "true").lower() not in ("0", "false", "off")
+# Elements whose runs are not shown in the document as it reads: tracked deletions and moves away,
+# the fallback copy of an alternate content (its choice is read), and a nested paragraph's (a text box).
+_DOCX_UNSHOWN = {f"{_W}del", f"{_W}moveFrom", "{http://schemas.openxmlformats.org/markup-compatibility/2006}Fallback"}
+# Wrappers whose content Word shows as if it stood in their place: content controls, custom XML,
+# smart tags, tracked insertions, simple fields, hyperlinks.
+_DOCX_WRAPPERS = {f"{_W}sdt", f"{_W}customXml", f"{_W}smartTag", f"{_W}ins", f"{_W}moveTo", f"{_W}fldSimple",
+                  f"{_W}hyperlink", f"{_W}sdtContent", f"{_W}dir", f"{_W}bdo"}
 
 
-def _docx_hidden_styles(d) -> set[str]:
-    """Ids of the styles whose text is hidden (`w:vanish`), set on the style or on one it is based on."""
-    own: dict[str, bool | None] = {}
-    based: dict[str, str | None] = {}
-    for st in d.styles.element.findall(f"{_W}style"):
-        sid = st.get(f"{_W}styleId")
-        vanish = st.find(f"{_W}rPr/{_W}vanish")
-        own[sid] = None if vanish is None else _on(vanish)
-        base = st.find(f"{_W}basedOn")
-        based[sid] = base.get(f"{_W}val") if base is not None else None
-    hidden = set()
-    for sid in own:
-        seen, cur = set(), sid
-        while cur is not None and cur not in seen and own.get(cur) is None:
-            seen.add(cur)
-            cur = based.get(cur)
-        if cur is not None and own.get(cur):
-            hidden.add(sid)
-    return hidden
-
-
-def _docx_visible_text(p, hidden_styles: set[str]) -> str:
-    """A paragraph's text as python-docx reads it (runs and hyperlinks), without the runs Word
-    hides (`w:vanish` on the run, its character style or the paragraph's style): a document can
-    show one value to its readers and hold another, hidden, for whatever quotes it."""
-    p_style = p.find(f"{_W}pPr/{_W}pStyle")
-    para_hidden = p_style is not None and p_style.get(f"{_W}val") in hidden_styles
-
-    def visible(r) -> bool:
-        vanish = r.find(f"{_W}rPr/{_W}vanish")
-        if vanish is not None:
-            return not _on(vanish)
-        r_style = r.find(f"{_W}rPr/{_W}rStyle")
-        if r_style is not None and r_style.get(f"{_W}val") in hidden_styles:
-            return False
-        return not para_hidden
-
+def _docx_paragraph_text(p, styles, behind) -> str:
+    """A paragraph's text as Word shows it: its runs wherever they stand (in hyperlinks, content
+    controls, fields, insertions), each kept only where it is seen (`DocxStyles.run_shows`: not
+    `w:vanish`, not too small, a colour that stands out from its shading, its cell's or the page)."""
+    ppr = p.find(f"{_W}pPr")
+    p_style_el = ppr.find(f"{_W}pStyle") if ppr is not None else None
+    p_style = p_style_el.get(f"{_W}val") if p_style_el is not None else None
+    behind = styles.paragraph_shading(p_style, ppr) or behind
     out = []
-    for e in p.xpath("w:r | w:hyperlink"):
-        runs = [e] if e.tag == f"{_W}r" else e.xpath("w:r")
-        out.extend(r.text for r in runs if visible(r))
+    stack = list(reversed(p))
+    while stack:  # the paragraph's content in document order, wrappers opened
+        el = stack.pop()
+        if el.tag == f"{_W}r":
+            rpr = el.find(f"{_W}rPr")
+            r_style_el = rpr.find(f"{_W}rStyle") if rpr is not None else None
+            r_style = r_style_el.get(f"{_W}val") if r_style_el is not None else None
+            if styles.run_shows(p_style, r_style, rpr, behind):
+                out.append(el.text)
+        elif el.tag in _DOCX_WRAPPERS:
+            stack.extend(reversed(el))
     return "".join(out)
+
+
+def _docx_blocks(container):
+    """The paragraphs and tables of a body, cell or content control, in order, through the
+    content controls and custom XML that wrap them."""
+    stack = list(reversed(container))
+    while stack:
+        el = stack.pop()
+        if el.tag in (f"{_W}p", f"{_W}tbl"):
+            yield el
+        elif el.tag in (f"{_W}sdt", f"{_W}sdtContent", f"{_W}customXml"):
+            stack.extend(reversed(el))
+
+
+def _docx_children(el, tag: str):
+    """`el`'s children of `tag`, through content controls and custom XML (rows and cells can be
+    wrapped as paragraphs can)."""
+    stack = list(reversed(el))
+    while stack:
+        child = stack.pop()
+        if child.tag == tag:
+            yield child
+        elif child.tag in (f"{_W}sdt", f"{_W}sdtContent", f"{_W}customXml"):
+            stack.extend(reversed(child))
+
+
+def _docx_table_lines(tbl, styles, behind, depth: int = 0) -> list[str]:
+    """A table read row by row (`table_lines`), in one pass over its XML: a cell merged down a
+    column (`w:vMerge`) is read once, in the row where it starts; a table nested in a cell is read
+    row by row after the row that holds it."""
+    from .visibility import shading
+
+    lines: list[str] = []
+    for tr in _docx_children(tbl, f"{_W}tr"):
+        cells, nested = [], []
+        for tc in _docx_children(tr, f"{_W}tc"):
+            tcpr = tc.find(f"{_W}tcPr")
+            merge = tcpr.find(f"{_W}vMerge") if tcpr is not None else None
+            if merge is not None and merge.get(f"{_W}val", "continue") != "restart":
+                cells.append("")  # the merged cell's text was read in the row where it starts
+                continue
+            cell_behind = (shading(tcpr) if tcpr is not None else None) or behind
+            parts = []
+            for el in _docx_blocks(tc):
+                if el.tag == f"{_W}p":
+                    parts.append(_docx_paragraph_text(el, styles, cell_behind))
+                elif depth < MAX_NESTING:
+                    nested += _docx_table_lines(el, styles, cell_behind, depth + 1)
+            cells.append("\n".join(parts).strip())
+        lines += table_lines([cells]) + nested
+    return lines
 
 
 def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
@@ -568,23 +602,21 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     names = {s.style_id: s.name or "" for s in d.styles}
     default_style = d.styles.default(WD_STYLE_TYPE.PARAGRAPH)
     default_name = (default_style.name or "") if default_style is not None else ""
-    hidden_styles = _docx_hidden_styles(d)
-    from docx.table import Table
+    from .visibility import DocxStyles
 
-    # Paragraphs and tables in the order they are in the document: a table stays under its heading.
-    # Text hidden from readers (w:vanish) is left out of both.
-    for item in d.iter_inner_content():
-        if isinstance(item, Table):
-            rows = [["\n".join(_docx_visible_text(p._p, hidden_styles) for p in c.paragraphs).strip() for c in row.cells]
-                    for row in item.rows]
-            for line in table_lines(rows):
+    styles = DocxStyles(d.styles.element, d.element)
+    # Paragraphs and tables in the order they are in the document (through content controls): a
+    # table stays under its heading. Text hidden from readers is left out of both.
+    for item in _docx_blocks(d.element.body):
+        if item.tag == f"{_W}tbl":
+            for line in _docx_table_lines(item, styles, None):
                 blocks.append(line)
                 pos += len(line) + 2
             continue
-        text = _docx_visible_text(item._p, hidden_styles).strip()
+        text = _docx_paragraph_text(item, styles, None).strip()
         if not text:
             continue
-        style_id = item._p.style
+        style_id = item.style
         style = names.get(style_id, default_name) if style_id else default_name
         m = re.match(r"(?:Heading|Titre)\s*(\d)", style)
         if m or style == "Title":

@@ -476,3 +476,138 @@ def drop_invisible(soup, root=None) -> None:
                 node.decompose()
         else:
             node.extract()
+
+
+# -- DOCX: run properties through the style chain ----------------------------------------------
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+# Word's highlight colours (w:highlight) by name
+_HIGHLIGHTS = {"black": "000000", "blue": "0000FF", "cyan": "00FFFF", "green": "00FF00", "magenta": "FF00FF",
+               "red": "FF0000", "yellow": "FFFF00", "white": "FFFFFF", "darkBlue": "000080", "darkCyan": "008080",
+               "darkGreen": "008000", "darkMagenta": "800080", "darkRed": "800000", "darkYellow": "808000",
+               "darkGray": "808080", "lightGray": "C0C0C0"}
+
+
+def hex_rgb(value: str | None) -> RGB | None:
+    """`FF0000` as rgb in 0..1; None for `auto`, a missing or unreadable value."""
+    if not value or len(value) != 6:
+        return None
+    try:
+        return tuple(int(value[i:i + 2], 16) / 255 for i in (0, 2, 4))  # type: ignore[return-value]
+    except ValueError:
+        return None
+
+
+def _toggle(el) -> bool:
+    return el.get(f"{_W}val", "true").lower() not in ("0", "false", "off")
+
+
+def shading(el) -> RGB | None:
+    """The fill of a `w:shd` under `el` (a pPr, tcPr or rPr), or None (none, `auto`, clear)."""
+    shd = el.find(f"{_W}shd") if el is not None else None
+    if shd is None:
+        return None
+    return hex_rgb(shd.get(f"{_W}fill"))
+
+
+def _rpr_fields(rpr) -> dict:
+    """The properties of an `w:rPr` that decide whether its text is seen."""
+    out: dict = {}
+    if rpr is None:
+        return out
+    for child in rpr:
+        tag = child.tag
+        if tag == f"{_W}vanish":
+            out["vanish"] = _toggle(child)
+        elif tag == f"{_W}color":
+            out["color"] = child.get(f"{_W}val") or "auto"
+        elif tag == f"{_W}sz":
+            try:
+                out["sz"] = float(child.get(f"{_W}val"))
+            except (TypeError, ValueError):
+                pass
+        elif tag == f"{_W}shd":
+            out["shd"] = hex_rgb(child.get(f"{_W}fill"))
+        elif tag == f"{_W}highlight":
+            out["highlight"] = hex_rgb(_HIGHLIGHTS.get(child.get(f"{_W}val") or ""))
+    return out
+
+
+class DocxStyles:
+    """The run properties Word applies to a run: the document defaults, then the paragraph's style
+    (the default paragraph style when it names none) and the styles it is based on, then the
+    run's character style and its bases, then the run's own properties; and what lies behind the
+    text (the run's shading or highlight, its paragraph's, its cell's, the page colour)."""
+
+    def __init__(self, styles_element, document_element):
+        self._rpr: dict[str, dict] = {}
+        self._ppr_shd: dict[str, RGB | None] = {}
+        self._based: dict[str, str | None] = {}
+        self.default_paragraph: str | None = None
+        self.default_character: str | None = None
+        defaults = styles_element.find(f"{_W}docDefaults/{_W}rPrDefault/{_W}rPr") if styles_element is not None else None
+        self.defaults = _rpr_fields(defaults)
+        for st in (styles_element.findall(f"{_W}style") if styles_element is not None else ()):
+            sid = st.get(f"{_W}styleId")
+            self._rpr[sid] = _rpr_fields(st.find(f"{_W}rPr"))
+            self._ppr_shd[sid] = shading(st.find(f"{_W}pPr"))
+            base = st.find(f"{_W}basedOn")
+            self._based[sid] = base.get(f"{_W}val") if base is not None else None
+            if _toggle_default(st):
+                kind = st.get(f"{_W}type")
+                if kind == "paragraph":
+                    self.default_paragraph = sid
+                elif kind == "character":
+                    self.default_character = sid
+        background = document_element.find(f"{_W}background") if document_element is not None else None
+        self.page = hex_rgb(background.get(f"{_W}color")) if background is not None else None
+        self._chains: dict[str | None, dict] = {}
+
+    def _chain(self, sid: str | None) -> dict:
+        """The properties of a style with those of the styles it is based on under them."""
+        if sid in self._chains:
+            return self._chains[sid]
+        order, seen, cur = [], set(), sid
+        while cur is not None and cur not in seen and cur in self._rpr:
+            seen.add(cur)
+            order.append(cur)
+            cur = self._based.get(cur)
+        merged: dict = {}
+        for s in reversed(order):
+            merged.update(self._rpr[s])
+        self._chains[sid] = merged
+        return merged
+
+    def paragraph_shading(self, p_style: str | None, ppr) -> RGB | None:
+        own = shading(ppr)
+        if own is not None:
+            return own
+        cur, seen = p_style or self.default_paragraph, set()
+        while cur is not None and cur not in seen:
+            seen.add(cur)
+            if self._ppr_shd.get(cur) is not None:
+                return self._ppr_shd[cur]
+            cur = self._based.get(cur)
+        return None
+
+    def run_shows(self, p_style: str | None, r_style: str | None, rpr, behind: RGB | None) -> bool:
+        """Whether a run's text is seen: not hidden (`w:vanish`), at least MIN_TEXT_PT, and a colour
+        that stands out from what is behind it (`auto` always does)."""
+        props = dict(self.defaults)
+        props.update(self._chain(p_style or self.default_paragraph))
+        props.update(self._chain(r_style or self.default_character))
+        props.update(_rpr_fields(rpr))
+        if props.get("vanish"):
+            return False
+        if props.get("sz", 2 * MIN_TEXT_PT) < 2 * MIN_TEXT_PT:  # half-points
+            return False
+        color = hex_rgb(props.get("color"))
+        if color is None:
+            return True
+        bg = props.get("shd") or props.get("highlight") or behind or self.page or WHITE
+        return stands_out(color, 1.0, bg)
+
+
+def _toggle_default(st) -> bool:
+    value = st.get(f"{_W}default")
+    return value is not None and value.lower() in ("1", "true", "on")
