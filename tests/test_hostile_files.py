@@ -248,6 +248,42 @@ def test_metadata_files_linked_out_of_the_folder_are_not_read(kind, tmp_path, st
     assert report.failed == [] and store.get_document("good.txt").title == "SECRET-TITLE from outside"
 
 
+@pytest.mark.parametrize("kind", ["sidecar", "stem sidecar", "manifest"])
+def test_a_named_files_metadata_linked_out_of_its_folder_is_not_read(kind, tmp_path, store, embedder):
+    # `ingest lib/good.md` read `lib/good.meta.json`, a symlink to a file anywhere, where the
+    # folder's ingest refuses it: the file named is read where it leads, its metadata files only
+    # inside its folder, as in a folder's ingest
+    import json
+
+    root, outside = tmp_path / "lib", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (outside / "meta.json").write_text(json.dumps({"title": "SECRET-TITLE from outside"}), encoding="utf-8")
+    (outside / "manifest.json").write_text(json.dumps({"good.md": {"title": "SECRET-TITLE from outside"}}),
+                                           encoding="utf-8")
+    (root / "good.md").write_text(GOOD, encoding="utf-8")
+    link = {"sidecar": "good.md.meta.json", "stem sidecar": "good.meta.json", "manifest": "sourcegate.meta.json"}[kind]
+    (root / link).symlink_to(outside / ("manifest.json" if kind == "manifest" else "meta.json"))
+    report = Ingestor(store, embedder, workers=1).ingest([root / "good.md"])
+    assert [Path(p).name for p, _ in report.failed] == ["good.md"], report.failed
+    assert "outside" in report.failed[0][1] and "--follow-symlinks" in report.failed[0][1]
+    assert all("SECRET-TITLE" not in d.title for d in store.list_documents())
+    report = Ingestor(store, embedder, workers=1, follow_symlinks=True).ingest([root / "good.md"])  # asked: read
+    assert report.failed == [] and store.get_document("good.md").title == "SECRET-TITLE from outside"
+
+
+def test_a_named_files_metadata_inside_its_folder_is_read(tmp_path, store, embedder):
+    import json
+
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "good.md").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "lib" / "meta").mkdir()
+    (tmp_path / "lib" / "meta" / "m.json").write_text(json.dumps({"title": "Pump P-200 manual"}), encoding="utf-8")
+    (tmp_path / "lib" / "good.md.meta.json").symlink_to(tmp_path / "lib" / "meta" / "m.json")
+    report = Ingestor(store, embedder, workers=1).ingest([tmp_path / "lib" / "good.md"])
+    assert report.failed == [] and store.get_document("good.md").title == "Pump P-200 manual"
+
+
 def test_a_file_swapped_for_a_link_during_the_ingest_is_not_read(tmp_path, store, embedder):
     root, outside = tmp_path / "lib", tmp_path / "outside"
     root.mkdir()

@@ -42,11 +42,11 @@ def _serve(conn: Connection, memory_mb: int | None, parent_pid: int) -> None:
             pass
     while True:
         try:
-            path, doc_id, within = conn.recv()
+            path, doc_id, within, named = conn.recv()
         except (EOFError, OSError):
             return
         try:
-            reply: tuple = ("ok", parse_file(Path(path), doc_id, Path(within) if within else None))
+            reply: tuple = ("ok", parse_file(Path(path), doc_id, Path(within) if within else None, named))
         except IngestError as e:
             reply = ("failed", str(e))
         except MemoryError:
@@ -91,12 +91,12 @@ class BudgetedParser:
         self._conn = parent
         return True
 
-    def parse(self, path: Path, doc_id: str, within: Path | None = None) -> list[Document]:
-        """`within`: see `parsers.parse_file` (checked in the child, as the file is opened)."""
+    def parse(self, path: Path, doc_id: str, within: Path | None = None, named: bool = False) -> list[Document]:
+        """`within`, `named`: see `parsers.parse_file` (checked in the child, as the file is opened)."""
         if self._inline or (self._proc is None and not self._start()):
-            return parse_file(path, doc_id, within)
+            return parse_file(path, doc_id, within, named)
         assert self._conn is not None and self._proc is not None
-        self._conn.send((str(path), doc_id, str(within) if within else None))
+        self._conn.send((str(path), doc_id, str(within) if within else None, named))
         waited = 0.0
         while not self._conn.poll(_POLL_S):
             waited += _POLL_S

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
@@ -113,12 +115,40 @@ def apply(doc: Document, fields: Mapping[str, str]) -> None:
 
 # -- sidecars and manifests ------------------------------------------------------------------------
 
-def _read_json_object(path: Path) -> dict:
+def read_metadata_file(meta: Path, within: Path | None) -> bytes:
+    """The bytes of a sidecar or a manifest: the one place they are opened, for a folder's files
+    and for a file named on the command line alike. With `within` (links not followed), read only
+    if the file, as it is opened (links resolved), lies inside it: a metadata file that is a
+    symlink out of the folder (to a file anywhere on the machine) is refused, as a document there
+    would be, and what is read is what was checked."""
+    from .parsers import _inside, _opened_path
+
+    fd = os.open(meta, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        size = path.stat().st_size
-        if size > MAX_SIDECAR_BYTES:
-            raise IngestError(f"metadata file {path.name} is {size / 1e6:.1f} MB, over the 1 MB limit")
-        data = json.loads(path.read_bytes().decode("utf-8-sig"))
+        st = os.fstat(fd)
+        if within is not None:
+            real = _opened_path(fd) or os.path.realpath(meta)
+            if not _inside(real, os.path.realpath(within)):
+                raise IngestError(f"metadata file {meta.name} is a symlink to {real}, outside {within}: not read "
+                                  "(--follow-symlinks to read it)")
+        if not stat.S_ISREG(st.st_mode):
+            raise IngestError(f"metadata file {meta.name} is not a regular file: not read")
+        if st.st_size > MAX_SIDECAR_BYTES:
+            raise IngestError(f"metadata file {meta.name} is {st.st_size / 1e6:.1f} MB, over the 1 MB limit")
+        chunks, size = [], 0
+        while size <= MAX_SIDECAR_BYTES and (chunk := os.read(fd, 1 << 16)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SIDECAR_BYTES:  # grew after it was measured
+            raise IngestError(f"metadata file {meta.name} is over the 1 MB limit")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_json_object(path: Path, within: Path | None = None) -> dict:
+    try:
+        data = json.loads(read_metadata_file(path, within).decode("utf-8-sig"))
     except json.JSONDecodeError as e:
         raise IngestError(f"metadata file {path.name}: invalid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     except (UnicodeDecodeError, RecursionError, ValueError) as e:
@@ -131,8 +161,8 @@ def _read_json_object(path: Path) -> dict:
 
 
 @lru_cache(maxsize=64)
-def _manifest(path: Path, mtime_ns: int, size: int) -> dict:
-    return _read_json_object(path)
+def _manifest(path: Path, mtime_ns: int, size: int, within: Path | None) -> dict:
+    return _read_json_object(path, within)
 
 
 def sidecar_paths(path: Path) -> list[Path]:
@@ -154,32 +184,25 @@ def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def _check_inside(meta: Path, within: Path) -> None:
-    """A metadata file read only where the documents are: one that is a symlink out of the folder
-    (to a file anywhere on the machine) is refused, as a document there would be."""
-    real, base = meta.resolve(), within.resolve()
-    if base != real and base not in real.parents:
-        raise IngestError(f"metadata file {meta.name} is a symlink to {real}, outside {within}: not read "
-                          "(--follow-symlinks to read it)")
-
-
 def sidecar_metadata(path: Path, within: Path | None = None) -> dict[str, str]:
     """Fields for `path` from its folder's manifest and its sidecar (the sidecar wins). With
-    `within` (links not followed), a metadata file that leads out of it is refused."""
+    `within` (links not followed), a metadata file that leads out of it is refused
+    (`read_metadata_file`)."""
     fields: dict[str, str] = {}
     for meta in sidecar_paths(path):
-        if within is not None:
-            _check_inside(meta, within)
         if meta.name == MANIFEST_NAME:
-            st = meta.stat()
-            entry = _manifest(meta, st.st_mtime_ns, st.st_size).get(path.name)
+            try:
+                st = meta.stat()
+            except OSError as e:
+                raise IngestError(f"metadata file {meta.name}: {e.strerror}") from None
+            entry = _manifest(meta, st.st_mtime_ns, st.st_size, within).get(path.name)
             if entry is None:
                 continue
             if not isinstance(entry, dict):
                 raise IngestError(f"metadata file {meta.name}: the entry for {path.name!r} is not an object of fields")
             fields.update(normalize(entry, strict=True, origin=f"{meta.name} [{path.name}]", extra=True))
         else:
-            fields.update(normalize(_read_json_object(meta), strict=True, origin=meta.name, extra=True))
+            fields.update(normalize(_read_json_object(meta, within), strict=True, origin=meta.name, extra=True))
     return fields
 
 

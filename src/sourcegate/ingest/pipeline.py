@@ -456,9 +456,10 @@ class Ingestor:
                 if size == 0:
                     raise IngestError("empty file")
                 # Read only if it still lies inside its folder as it is opened (a file swapped for a
-                # link after the listing is refused), unless links are followed or it was named.
-                within = None if self.follow_symlinks or path in self._named_files else base
-                docs = self._parser.parse(path, doc_id, within)
+                # link after the listing is refused), unless links are followed or it was named (a
+                # named file is read where it leads; its sidecars and manifest only inside its folder).
+                within = None if self.follow_symlinks else base
+                docs = self._parser.parse(path, doc_id, within, path in self._named_files)
             except IngestError as e:
                 report.failed.append((str(path), str(e)))
                 failed_paths.add(source)
