@@ -95,6 +95,9 @@ def _pdf(path):
     c.setFillColorRGB(0, 0, 0)
     c.drawString(72, 660, "Stop the pump first.")
     c.showPage()
+    from PIL import Image
+
+    c.drawInlineImage(Image.new("L", (40, 10), 200), 60, 650, width=400, height=100)  # the scan
     t = c.beginText(72, 700)  # a scan's OCR layer: the only text of its page, invisible over the image
     t.setTextRenderMode(3)
     t.textLine("Scanned: drain the casing before service.")
@@ -311,3 +314,48 @@ def test_docx_text_word_shows_is_read(tmp_path):
     for shown in ("Grey: check the seals.", "Small: 7 pt print.", "White on a dark band.", "White in a black cell.",
                   "Auto colour."):
         assert shown in text, (shown, text)
+
+
+def _pdf_hiding(path, how: str):
+    """A PDF page with SHOWN and, drawn `how`, HIDDEN; a second page shown."""
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path))
+    c.drawString(72, 720, SHOWN)
+    t = c.beginText(72, 700)
+    if how == "0 Tz":
+        t.setHorizScale(0)
+    elif how == "white stroke only":
+        t.setTextRenderMode(1)
+        c.setStrokeColorRGB(1, 1, 1)
+    elif how == "near white":
+        c.setFillColorRGB(0.97, 0.97, 0.98)
+    elif how == "1 pt":
+        t.setFont("Helvetica", 1)
+    elif how == "scaled to nothing":
+        c.saveState()
+        c.scale(1, 0.01)
+    if how != "an OCR layer without a scan":
+        t.textLine(HIDDEN)
+        c.drawText(t)
+    c.showPage()
+    if how == "an OCR layer without a scan":  # the page's only text, invisible, and no image under it
+        t = c.beginText(72, 700)
+        t.setFont("Helvetica", 12)
+        t.setTextRenderMode(3)
+        t.textLine(HIDDEN)
+        c.drawText(t)
+        c.showPage()
+    c.drawString(72, 720, "Stop the pump first.")
+    c.save()
+    return path
+
+
+PDF_HIDING = ["0 Tz", "white stroke only", "near white", "1 pt", "scaled to nothing", "an OCR layer without a scan"]
+
+
+@pytest.mark.parametrize("how", PDF_HIDING)
+def test_pdf_text_a_viewer_does_not_show_is_not_read(tmp_path, how):
+    text = parse_pdf(_pdf_hiding(tmp_path / "p.pdf", how), "p.pdf")[0].text
+    assert SHOWN in text and "Stop the pump first." in text
+    assert "20,000" not in text, (how, text)

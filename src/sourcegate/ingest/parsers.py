@@ -755,50 +755,106 @@ def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str
     return pages_with_tables(path, page_numbers, PDF_TABLE_BUDGET_S, table_lines)
 
 
-# Text a PDF draws but nobody sees: render mode 3 (neither filled nor stroked) or 7 (a clip only),
-# and text filled in white on a page where nothing else was painted (no image, shading or coloured
-# fill before it: white on the white page). A page whose only text is invisible is a scan's OCR
-# layer (the image shows that text): it is kept. Text inside form XObjects is not looked at.
-_MAY_HIDE = re.compile(rb"\b[37]\s+Tr\b|\bg\b|\brg\b|\bk\b|\bscn?\b")
+# Text a PDF draws but nobody sees, from the graphics state when it is shown: render mode 3
+# (neither filled nor stroked) or 7 (a clip only); a fill (modes 0, 4) or stroke (1, 5) colour, or
+# both (2, 6), that does not stand out from the white page where nothing else was painted before it
+# (`visibility.stands_out`: white, near-white); glyphs under MIN_TEXT_PT high or wide after the
+# font size, the text matrix, the horizontal scaling (`0 Tz`) and the transformation matrix. A page
+# whose only text is invisible and that draws an image is a scan's OCR layer (the image shows that
+# text): it is kept; without an image it is not. Text inside form XObjects is not looked at.
+_MAY_HIDE = re.compile(rb"\b[1-7]\s+Tr\b|\bg\b|\brg\b|\bk\b|\bscn?\b|\bTz\b|\bTf\b|\bcm\b")
 _SHOW_TEXT = (b"Tj", b"TJ", b"'", b'"')
 _FILLS = (b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*")
 
 
-def _white(operands) -> bool:
+def _pdf_rgb(operands):
+    """The colour set by g/rg/k (sc/scn with as many operands), as rgb; None for a pattern."""
     try:
         values = [float(v) for v in operands]
-    except (TypeError, ValueError):  # a pattern's name: painted, not white
-        return False
-    if len(values) == 1 or len(values) == 3:
-        return all(v >= 0.99 for v in values)
+    except (TypeError, ValueError):  # a pattern's name: painted, not known
+        return None
+    if len(values) == 1:
+        return (values[0],) * 3
+    if len(values) == 3:
+        return tuple(values)
     if len(values) == 4:
-        return all(v <= 0.01 for v in values)
-    return False
+        c, m, y, k = values
+        return ((1 - c) * (1 - k), (1 - m) * (1 - k), (1 - y) * (1 - k))
+    return None
 
 
-def _invisible_text_ops(operations) -> tuple[list, int, int]:
-    """(the operations without text drawn invisibly, visible text operations, invisible ones)."""
+def _matrix(operands):
+    try:
+        return tuple(float(v) for v in operands[:6]) if len(operands) >= 6 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _mul(m, n):
+    """m x n of PDF matrices (a b c d e f)."""
+    a, b, c, d, e, f = m
+    A, B, C, D, E, F = n
+    return (a * A + b * C, a * B + b * D, c * A + d * C, c * B + d * D, e * A + f * C + E, e * B + f * D + F)
+
+
+def _invisible_text_ops(operations, images: frozenset = frozenset()) -> tuple[list, int, int]:
+    """(the operations without text drawn invisibly, visible text operations, invisible ones);
+    `images`: the names of the page's image XObjects (`Do` of one paints a picture)."""
+    from .visibility import MIN_TEXT_PT, WHITE, stands_out
+
     kept, visible, invisible = [], 0, 0
-    mode, white, stack, painted = 0, False, [], False
+    # graphics state: render mode, fill and stroke colours, transformation, font size, horizontal scale
+    gs = {"mode": 0, "fill": (0.0, 0.0, 0.0), "stroke": (0.0, 0.0, 0.0), "ctm": (1, 0, 0, 1, 0, 0), "size": 0.0, "tz": 100.0}
+    stack, painted, tm = [], False, (1, 0, 0, 1, 0, 0)
     for operands, op in operations:
         if op == b"q":
-            stack.append((mode, white))
+            stack.append(dict(gs))
         elif op == b"Q":
             if stack:
-                mode, white = stack.pop()
+                gs = stack.pop()
         elif op == b"Tr" and operands:
             try:
-                mode = int(operands[0])
+                gs["mode"] = int(operands[0])
             except (TypeError, ValueError):
                 pass
         elif op in (b"g", b"rg", b"k", b"sc", b"scn"):
-            white = _white(operands)
+            gs["fill"] = _pdf_rgb(operands)
+        elif op in (b"G", b"RG", b"K", b"SC", b"SCN"):
+            gs["stroke"] = _pdf_rgb(operands)
+        elif op == b"cm":
+            m = _matrix(operands)
+            if m:
+                gs["ctm"] = _mul(m, gs["ctm"])
+        elif op == b"Tm":
+            tm = _matrix(operands) or tm
+        elif op == b"BT":
+            tm = (1, 0, 0, 1, 0, 0)
+        elif op == b"Tf" and len(operands) >= 2:
+            try:
+                gs["size"] = float(operands[1])
+            except (TypeError, ValueError):
+                pass
+        elif op == b"Tz" and operands:
+            try:
+                gs["tz"] = float(operands[0])
+            except (TypeError, ValueError):
+                pass
         elif op in _FILLS:
-            painted = painted or not white
-        elif op in (b"Do", b"sh", b"INLINE IMAGE", b"BI"):
+            painted = painted or gs["fill"] is None or stands_out(gs["fill"], 1.0, WHITE)
+        elif op in (b"sh", b"INLINE IMAGE", b"BI") or (op == b"Do" and operands and str(operands[0]) in images):
             painted = True
         elif op in _SHOW_TEXT:
-            if mode in (3, 7) or (white and mode in (0, 4) and not painted):
+            mode = gs["mode"]
+            m = _mul(tm, gs["ctm"])
+            wide = abs(gs["size"]) * (m[0] ** 2 + m[1] ** 2) ** 0.5 * abs(gs["tz"]) / 100
+            high = abs(gs["size"]) * (m[2] ** 2 + m[3] ** 2) ** 0.5
+
+            def seen(colour) -> bool:
+                return colour is None or painted or stands_out(colour, 1.0, WHITE)
+
+            shown = {0: seen(gs["fill"]), 4: seen(gs["fill"]), 1: seen(gs["stroke"]), 5: seen(gs["stroke"]),
+                     2: seen(gs["fill"]) or seen(gs["stroke"]), 6: seen(gs["fill"]) or seen(gs["stroke"])}.get(mode, False)
+            if not shown or min(wide, high) < MIN_TEXT_PT:
                 invisible += 1
                 if op == b'"':  # sets spacing and moves to the next line, as kept text would
                     kept += [([operands[0]], b"Tw"), ([operands[1]], b"Tc"), ([], b"T*")]
@@ -808,6 +864,15 @@ def _invisible_text_ops(operations) -> tuple[list, int, int]:
             visible += 1
         kept.append((operands, op))
     return kept, visible, invisible
+
+
+def _image_names(page) -> frozenset:
+    """The names of the page's XObjects that are images."""
+    try:
+        xobjects = page["/Resources"]["/XObject"]
+        return frozenset(str(name) for name, ref in xobjects.items() if ref.get_object().get("/Subtype") == "/Image")
+    except Exception:
+        return frozenset()
 
 
 def _visible_page_text(page, reader) -> tuple[str, bool]:
@@ -821,7 +886,8 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
         if _MAY_HIDE.search(contents.get_data()) is None:
             return page.extract_text() or "", False
         stream = ContentStream(contents, reader)
-        kept, visible, invisible = _invisible_text_ops(stream.operations)
+        images = _image_names(page)
+        kept, visible, invisible = _invisible_text_ops(stream.operations, images)
     except Exception:  # a stream pypdf cannot take apart: its own extraction decides
         return page.extract_text() or "", False
     # the text layer reads the operations parsed above instead of parsing the stream again
@@ -830,9 +896,11 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
     if not invisible:
         return page.extract_text() or "", False
     plain = page.extract_text() or ""
-    if not visible:  # only invisible text: an OCR layer is kept (read as drawn), white text is not
+    if not visible and any(op in (b"INLINE IMAGE", b"BI") or (op == b"Do" and o and str(o[0]) in images)
+                           for o, op in stream.operations):
+        # only invisible text over an image: a scan's OCR layer is kept (read as drawn); white text is not
         kept, _, _ = _invisible_text_ops([([NumberObject(0)], b"Tr") if op == b"Tr" and o and str(o[0]) in ("3", "7")
-                                          else (o, op) for o, op in stream.operations])
+                                          else (o, op) for o, op in stream.operations], images)
     stream.operations = kept
     page[NameObject("/Contents")] = stream  # in memory only: the file is not written
     seen = page.extract_text() or ""
