@@ -314,7 +314,7 @@ def test_the_image_serves_the_demo_and_keeps_its_audit_log_across_a_restart(imag
         refused = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                              headers={"x-api-key": KEY, "host": "other.example.org",
                                       "accept": "application/json, text/event-stream"}, timeout=30)
-        assert refused.status_code == 421 and "ALLOWED_HOSTS=other.example.org" in refused.json()["error"]
+        assert refused.status_code == 421 and "ALLOWED_HOSTS=other.example.org" in refused.json()["error"]["message"]
         assert "ALLOWED_HOSTS=other.example.org" in podman("logs", name).stderr
 
         # A graceful stop: SIGTERM, every worker finishes, the container exits 0.

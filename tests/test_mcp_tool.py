@@ -234,7 +234,62 @@ def test_mcp_refuses_an_unlisted_host_naming_allowed_hosts(tmp_path, caplog):
     gate.close()
     for path, r in refusals.items():  # one rule and one message for MCP and REST, key or not
         assert r.status_code == 421, path
-        assert f"ALLOWED_HOSTS={PUBLIC_HOST}" in r.json()["error"], path
+        # on /mcp a JSON-RPC error (what MCP clients show), on /v1 {"error": message}
+        message = r.json()["error"]["message"] if path == "/mcp" else r.json()["error"]
+        assert f"ALLOWED_HOSTS={PUBLIC_HOST}" in message, path
     logged = [rec for rec in caplog.records if getattr(rec, "reason", None) == "host"]
     assert {rec.interface for rec in logged} == {"mcp", "rest"}
     assert all(rec.setting == "ALLOWED_HOSTS" and PUBLIC_HOST in rec.fix for rec in logged)
+
+
+async def _initialize_error(base: str, host: str, key: str | None = KEY):
+    """The error the official client raises when it cannot initialize, or None when it can."""
+    from mcp import MCPError
+
+    headers = {"host": host, **({"x-api-key": key} if key else {})}
+    http = httpx2.AsyncClient(headers=headers, timeout=TIMEOUT)
+    try:
+        async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                await session.list_tools()
+    except BaseException as e:  # the task groups of the session and the transport wrap what it raised
+        def first(exc: BaseException) -> MCPError | None:
+            if isinstance(exc, MCPError):
+                return exc
+            inner = exc.exceptions if isinstance(exc, BaseExceptionGroup) else ()
+            return next((f for f in map(first, inner) if f is not None), None)
+
+        if first(e) is None:
+            raise
+        return first(e)
+    return None
+
+
+def test_an_mcp_client_refused_by_the_host_check_reads_the_fix(tmp_path):
+    """The official client surfaces the JSON-RPC error of a refusal: the fix the log names, not
+    "-32603 Server returned an error response"."""
+    settings = _settings(tmp_path, mcp_allowed_hosts="")
+    gate = make_gate(settings)
+    with running_server(create_app(settings, gate)) as base:
+        refused = run_async(lambda: _initialize_error(base, PUBLIC_HOST), TIMEOUT)
+        no_key = run_async(lambda: _initialize_error(base, "127.0.0.1", key=None), TIMEOUT)
+    gate.close()
+    assert refused is not None and refused.code != -32603, refused
+    assert f"ALLOWED_HOSTS={PUBLIC_HOST}" in refused.message, refused.message
+    assert no_key is not None and "x-api-key" in no_key.message, no_key.message
+
+
+def test_allowed_hosts_match_whatever_the_case(tmp_path):
+    settings = _settings(tmp_path, mcp_allowed_hosts="Sg.Example.ORG")
+    gate = make_gate(settings)
+    with running_server(create_app(settings, gate)) as base:
+        assert run_async(lambda: _initialize_error(base, "sg.example.org"), TIMEOUT) is None
+        assert run_async(lambda: _initialize_error(base, "SG.EXAMPLE.org:8443"), TIMEOUT) is None
+        rest = httpx2.post(f"{base}/v1/ask", json={"query": Q}, timeout=TIMEOUT,
+                           headers={"x-api-key": KEY, "host": "sg.example.org", "origin": "https://SG.example.org"})
+        other = httpx2.post(f"{base}/v1/ask", json={"query": Q}, timeout=TIMEOUT,
+                            headers={"x-api-key": KEY, "host": "sg.example.net"})
+    gate.close()
+    assert rest.status_code == 200, rest.text
+    assert other.status_code == 421

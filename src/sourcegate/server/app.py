@@ -83,6 +83,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     for h in ["127.0.0.1", "localhost", "[::1]", *extra]:
         if "://" in h:
             h = urlparse(h).netloc
+        h = h.lower()  # host names are compared without case (`_host_allowed` lowers the header too)
         has_port = bool(re.search(r":\d+$", h))
         hosts.append(h)
         origins += [f"http://{h}", f"https://{h}"]
@@ -122,6 +123,22 @@ def _json_error(status: int, message: str, headers: dict[str, str] | None = None
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+# The JSON-RPC code of a request refused before the MCP server reads it ("Invalid Request").
+JSONRPC_REFUSED = -32600
+
+
+def _refusal(path: str, status: int, message: str, headers: dict[str, str] | None = None,
+             data: dict[str, Any] | None = None) -> JSONResponse:
+    """A refusal from in front of the routes. On /mcp it is a JSON-RPC error response (id null: the
+    body was not read), which MCP clients surface as the error of the call, so the person at the
+    client reads the fix (the official client otherwise reports "Server returned an error
+    response"); elsewhere `{"error": message}`."""
+    if not path.startswith("/mcp"):
+        return _json_error(status, message, headers)
+    error = {"code": JSONRPC_REFUSED, "message": message, "data": {"http_status": status, **(data or {})}}
+    return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status_code=status, headers=headers)
+
+
 def _key_matches(headers: dict[str, str], key: str) -> bool:
     """The key in `x-api-key`, or as `Authorization: Bearer <key>` (what Prometheus sends)."""
     given = headers.get(API_KEY_HEADER, "")
@@ -140,11 +157,13 @@ def _method_label(method: str) -> str:
 
 
 def _host_allowed(security: TransportSecuritySettings, host: str) -> bool:
+    host = host.lower()
     return host in security.allowed_hosts or any(
         a.endswith(":*") and host.startswith(a[:-1]) and host[len(a) - 1:].isdigit() for a in security.allowed_hosts)
 
 
 def _origin_allowed(security: TransportSecuritySettings, origin: str) -> bool:
+    origin = origin.lower()
     return origin in security.allowed_origins or any(
         a.endswith(":*") and origin.startswith(a[:-1]) and origin[len(a) - 1:].isdigit()
         for a in security.allowed_origins)
@@ -182,12 +201,14 @@ class GuardMiddleware:
             name = host.rpartition(":")[0] if re.search(r":\d+$", host) else host
             shown = name if _HOST_NAME.match(name) else "the public host name"
             fix = f"add the name to ALLOWED_HOSTS (ALLOWED_HOSTS={shown}, comma separated for several)"
-            return (_json_error(421, f"this server does not answer for the Host header it was sent: {fix}"),
+            return (_refusal(path, 421, f"this server does not answer for the Host header it was sent: {fix}",
+                             data={"setting": "ALLOWED_HOSTS", "fix": fix}),
                     {"host": host[:100], "setting": "ALLOWED_HOSTS", "fix": fix})
         origin = headers.get("origin")
         if origin and not _origin_allowed(self.security, origin):
             fix = "add the page's host name to ALLOWED_HOSTS"
-            return (_json_error(403, f"requests from that Origin are refused: {fix}"),
+            return (_refusal(path, 403, f"requests from that Origin are refused: {fix}",
+                             data={"setting": "ALLOWED_HOSTS", "fix": fix}),
                     {"origin": origin[:200], "setting": "ALLOWED_HOSTS", "fix": fix})
         return None
 
@@ -239,10 +260,10 @@ class GuardMiddleware:
                     else:
                         msg = ("missing API key: send it in the x-api-key header" if not given
                                else "wrong API key in the x-api-key header")
-                    await _json_error(401, msg)(scope, receive, send_wrapped)
+                    await _refusal(path, 401, msg, data={"setting": "MCP_API_KEY"})(scope, receive, send_wrapped)
                     return
             cap = self.settings.max_body_bytes
-            too_big = _json_error(413, f"request body over {cap} bytes (MAX_BODY_BYTES): send only the question")
+            too_big = _refusal(path, 413, f"request body over {cap} bytes (MAX_BODY_BYTES): send only the question")
             declared = headers.get("content-length")
             if declared and declared.isdigit() and int(declared) > cap:
                 self.metrics.observe_rejected(interface, "body_too_large")
