@@ -159,3 +159,31 @@ def test_demo_table_keeps_its_headers_through_a_pipe(monkeypatch):
     rows = lines[start + 2:start + 4]
     assert [row.startswith(c.query) for row, c in zip(rows, two)] == [True, True]
     assert all(row.rstrip().endswith("ok") or "MISS" in row for row in rows)
+
+
+def test_the_ingest_progress_bar_shows_file_names_inert(tmp_path, monkeypatch):
+    # a file named with OSC 0 (sets the window title), CSI 2J (clears the screen), an 8-bit CSI,
+    # a bidi override and rich markup was printed raw on the progress bar
+    import io
+
+    import rich.console
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    name = "\x1b]0;owned\x07\x1b[2J\x9b2J\u202e[link=x.test]adm.md"
+    (lib / name).write_text("# Pump P-200\n\nGrease the bearings every 2,000 hours.\n", encoding="utf-8")
+    shown = io.StringIO()
+    real = rich.console.Console
+
+    def console(*args, **kwargs):
+        kwargs.pop("stderr", None)
+        return real(*args, file=shown, force_terminal=True, width=200, **kwargs)
+
+    monkeypatch.setattr(rich.console, "Console", console)
+    r = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "ingest", str(lib)])
+    assert r.exit_code == 0, r.output
+    out = shown.getvalue()
+    assert "dm.md" in out  # the bar was drawn, with the file's name
+    for raw in ("\x1b]0;", "\x07", "\x1b[2J", "\x9b", "\u202e", "\x1b]8;"):
+        assert raw not in out, repr(raw)
+    assert "\\u001b]0;owned\\u0007\\u001b[2J\\u009b2J\\u202e[link=x.test]adm.md" in out

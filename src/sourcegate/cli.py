@@ -219,6 +219,18 @@ def _click_message(text: str) -> str:
     return terminal_text(text)
 
 
+def rich_text(text: object) -> str:
+    """Text that may quote file names, titles and ids, for a rich renderable (a progress bar's
+    description, a table cell): shown as `echo` shows it (`terminal_text`: control characters,
+    escape sequences, C1 and bidirectional controls as escapes), and never read as rich markup
+    (a `[link=...]` in a file name stays text)."""
+    from rich.markup import escape
+
+    from .inert import terminal_text
+
+    return escape(terminal_text(str(text)))
+
+
 def echo(message: object = None, err: bool = False) -> None:
     """`click.echo` of text that may quote file names, titles and ids: control characters (terminal
     escape sequences) and invisible characters are shown as escapes, never sent to the terminal."""
@@ -278,7 +290,7 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
                 task = bar.add_task("", total=None)
 
                 def progress(n: int, total: int, path: str) -> None:
-                    bar.update(task, completed=n - 1, total=total, description=Path(path).name[:40])
+                    bar.update(task, completed=n - 1, total=total, description=rich_text(Path(path).name[:40]))
 
                 report = ingestor.ingest(paths, prune=prune, progress=progress)
         else:
@@ -634,7 +646,7 @@ def demo(ctx: click.Context) -> None:
         for col in header:
             table.add_column(col, overflow="fold")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(rich_text(cell) for cell in row))
         console.print(table)
     else:  # piped or redirected: one line per question, no wrapping
         echo(format_table(header, rows))
