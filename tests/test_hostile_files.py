@@ -172,6 +172,11 @@ LOOK_ALIKES = {
     "fullwidth": "PROC-LOTO-\uff10\uff11",
     "tag characters": "PROC-LOTO-01\U000e0041",
     "variation selector and filler": "PROC-LOTO\u3164-01\ufe0f",
+    # punctuation that reads as the hyphen: minus sign, hyphen, en dash, modifier letter minus
+    "minus sign": "PROC\u2212LOTO-01",
+    "hyphen": "PROC\u2010LOTO-01",
+    "en dash": "PROC-LOTO\u201301",
+    "modifier minus": "PROC\u02d7LOTO\u02d701",
 }
 
 
@@ -191,6 +196,13 @@ def test_an_id_that_reads_like_another_is_that_id(name, tmp_path, store, embedde
     assert [Path(p).name for p, _ in report.failed] == ["a.json"], report.failed
     assert "PROC-LOTO-01" in report.failed[0][1] and str(genuine) in report.failed[0][1]
     assert {d.id for d in store.list_documents()} == {"PROC-LOTO-01"}
+
+
+def test_look_alike_punctuation_reads_as_ascii_in_ids():
+    from sourcegate.normalize import id_key
+
+    assert id_key("a\u2215b\u0589c\u2212d\u2010e\u2013f\u02d7g") == id_key("a/b:c-d-e-f-g") == "a/b:c-d-e-f-g"
+    assert id_key("kb-1") != id_key("KB-1")  # case still tells ids apart
 
 
 def test_symlinks_out_of_the_folder_are_not_followed_unless_asked(tmp_path, store, embedder):

@@ -13,13 +13,14 @@ def fold(s: str) -> str:
 
 
 _CONFUSABLE: dict[int, str] | None = None
+_CONFUSABLE_PUNCT: dict[int, str] | None = None
 
 
 def _confusable_map() -> dict[int, str]:
     """Non-ASCII characters that look like an ASCII letter or digit (Cyrillic "а", Greek "ο",
     fullwidth "Ａ"...), mapped to it: from the Unicode confusables data that the
     confusable-homoglyphs package ships."""
-    global _CONFUSABLE
+    global _CONFUSABLE, _CONFUSABLE_PUNCT
     if _CONFUSABLE is None:
         import json
         from pathlib import Path
@@ -28,16 +29,35 @@ def _confusable_map() -> dict[int, str]:
 
         data = json.loads((Path(confusable_homoglyphs.__file__).parent / "confusables.json").read_text(encoding="utf-8"))
         table: dict[int, str] = {}
+        punct: dict[int, str] = {}
         for ch, entry in data.items():
             if len(ch) != 1 or ch.isascii():
                 continue
-            for g in (entry if isinstance(entry, list) else entry.get("homoglyphs", ())):
-                c = g.get("c", "")
-                if len(c) == 1 and c.isascii() and c.isalnum():
-                    table[ord(ch)] = c
-                    break
-        _CONFUSABLE = table
+            glyphs = [g.get("c", "") for g in (entry if isinstance(entry, list) else entry.get("homoglyphs", ()))]
+            letter = next((c for c in glyphs if len(c) == 1 and c.isascii() and c.isalnum()), None)
+            if letter is not None:
+                table[ord(ch)] = letter
+                continue
+            mark = next((c for c in glyphs if len(c) == 1 and c.isascii() and c.isprintable()
+                         and not c.isalnum() and not c.isspace()), None)
+            if mark is not None:
+                punct[ord(ch)] = mark
+        _CONFUSABLE, _CONFUSABLE_PUNCT = table, punct
     return _CONFUSABLE
+
+
+def _id_look_map() -> dict[int, str]:
+    """`_confusable_map` and the punctuation that reads as ASCII punctuation (the minus sign, the
+    hyphen and en dash, the modifier letter minus as "-", the division slash as "/", the Armenian
+    full stop as ":"): for telling document ids apart, where "PROC−01" reads as "PROC-01"."""
+    global _ID_LOOK
+    if _ID_LOOK is None:
+        _confusable_map()
+        _ID_LOOK = {**(_CONFUSABLE_PUNCT or {}), **(_CONFUSABLE or {})}
+    return _ID_LOOK
+
+
+_ID_LOOK: dict[int, str] | None = None
 
 
 # characters that show as nothing or as a blank although they are letters or marks: Hangul fillers, the
@@ -73,11 +93,12 @@ def clean_id(doc_id: str) -> str:
 
 def id_key(doc_id: str) -> str:
     """What a document id looks like to a reader, for collision checks: `clean_id`, compatibility
-    forms folded (fullwidth letters, ligatures: NFKC) and look-alike letters of other scripts
-    mapped to the ASCII letter they imitate (a Cyrillic "Р" is "P"). Case is kept: "kb-1" and
-    "KB-1" read differently."""
+    forms folded (fullwidth letters, ligatures: NFKC), look-alike letters of other scripts mapped
+    to the ASCII letter they imitate (a Cyrillic "Р" is "P") and look-alike punctuation to the ASCII
+    mark (a minus sign or a dash is "-", a division slash "/"). Case is kept: "kb-1" and "KB-1"
+    read differently."""
     s = unicodedata.normalize("NFKC", clean_id(doc_id))
-    return s if s.isascii() else clean_id(s).translate(_confusable_map())
+    return s if s.isascii() else clean_id(s).translate(_id_look_map())
 
 
 def metadata_text(value: str) -> str:
