@@ -86,9 +86,15 @@ def test_demo_eval_file(gate):
     assert m["cases"] == 27
     assert {r.case.query for r in original if r.truthfulness() < 0} <= KNOWN_UNSUPPORTED, misses
     # with the reader on, three answerable originals abstain (gland-bolt torque, lubrication interval, the
-    # two-step sand-filter question): 0.85 measured
-    assert m["accuracy"] >= 0.85, misses
+    # two-step sand-filter question): 0.85 measured on status and sources
+    on_sources = sum(r.correct or r.failure_reasons == ["answer_not_stated"] for r in original) / len(original)
+    assert on_sources >= 0.85, misses
     assert m["status_accuracy"] >= 0.85, misses
+    # the words: of the answers right on status and sources, those whose text does not state the value
+    # the question asks (`must_state`); the one known: "Can I grease ... while the pump is running?" is
+    # answered with the lockout rule quoted but no "No" (the rule names greasing, not running)
+    not_stated = {r.case.query for r in original if r.failure_reasons == ["answer_not_stated"]}
+    assert not_stated <= {"Can I grease the P-200 bearings while the pump is running?"}, not_stated
 
 
 def test_demo_multi_part_questions(gate):

@@ -189,12 +189,62 @@ def _has_interval(s: str) -> bool:
     return bool(T.FREQ_RE.search(fold(s)))
 
 
+# What kind of quantity a question asks for, by the words that ask it, and the units of each kind
+# (`stated.numbers` canonical units): "how much grease" is not answered by "every 1,000 hours".
+_DIMENSIONS = {
+    "time": {"h", "min", "s", "d", "wk", "mo", "yr"},
+    "length": {"m", "mm", "cm", "km", "ft", "in", "mi"},
+    "amount": {"g", "kg", "mg", "lb", "oz", "t", "L", "mL", "gal", "m3"},
+    "temperature": {"C", "F", "deg"},
+    "pressure": {"bar", "psi", "kPa", "MPa", "Pa"},
+    "electric": {"V", "kV", "A", "W", "kW", "MW", "kWh", "hp"},
+    "torque": {"Nm"},
+    "speed": {"rpm", "Hz"},
+}
+_ASKS_DIMENSION = [
+    ("time", re.compile(r"\b(how long|for how long|how many (seconds|minutes|hours|days|weeks|months|years)|duration|"
+                        r"combien de temps|dur[ée]e|pendant combien|how soon|délai|delai)\b", re.I)),
+    ("length", re.compile(r"\b(how (deep|far|thick|wide|high|tall)|depth|thickness|length|distance|clearance|"
+                          r"profondeur|[ée]paisseur|longueur|distance|hauteur|largeur)\b", re.I)),
+    ("temperature", re.compile(r"\b(temperature|how hot|how cold|temp[ée]rature)\b", re.I)),
+    ("pressure", re.compile(r"\b(pressure|pression)\b", re.I)),
+    ("torque", re.compile(r"\b(torque|couple de serrage|couple)\b", re.I)),
+    ("speed", re.compile(r"\b(speed|rpm|vitesse|frequency of rotation)\b", re.I)),
+    ("electric", re.compile(r"\b(voltage|current|power|tension|courant|puissance)\b", re.I)),
+    ("amount", re.compile(r"\b(how much|how many (grams|kilos|litres|liters)|quantity|amount|quantit[ée]|combien de "
+                          r"(graisse|huile|produit|litres|grammes))\b", re.I)),
+]
+
+
+def asked_dimension(query: str) -> str | None:
+    """The kind of quantity a question asks ("time", "length", "amount", ...), or None."""
+    if T.qtype(query) == "freq":
+        return "time"
+    for dim, rx in _ASKS_DIMENSION:
+        if rx.search(query):
+            return dim
+    return None
+
+
+def _has_dimension(s: str, dim: str) -> bool:
+    return any(v.split(" ", 1)[1] in _DIMENSIONS[dim] for v in stated_numbers(s))
+
+
+def _run_in_label(s: str) -> bool:
+    """A run-in heading of a procedure ("Quantity and grease type.", "Personal protective equipment."):
+    a few words without a number, ending the way a label does."""
+    words = s.split()
+    return 1 <= len(words) <= 5 and s.rstrip()[-1:] in ".:" and not re.search(r"\d", s) and "|" not in s
+
+
 def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, int, str]]:
     terms = query_terms(query)
     wants_number = wants_value(query)
     often = T.qtype(query) == "freq"
+    dim = asked_dimension(query) if wants_number else None
     scored = []
     header = None  # the header row of the table being read: a row is matched with its header's words
+    label = None  # the label of the section being read ("Personal protective equipment."): its words are the topic
     for i, s in enumerate(sentences(text)):
         row = "|" in s
         if not row:
@@ -202,9 +252,21 @@ def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, 
         if is_label(s, title):
             if row:
                 header = s
+            else:
+                label = s
             continue
+        if _run_in_label(s):
+            label = s
         score = lexical_overlap(terms, f"{header}\n{s}" if row and header else s)
-        if wants_number and (_has_interval(s) if often else _has_value(s)):
+        if label and not row:
+            # a sentence under a label that names what the question asks ("Quantity and grease type.",
+            # "Personal protective equipment.") answers it even in other words: the label's match counts,
+            # a little less than the sentence's own
+            score = max(score, 0.8 * lexical_overlap(terms, f"{label}\n{s}"))
+        if wants_number and dim and not often and _has_value(s):
+            # a value of the kind asked ("20 g" for how much grease), else any value counts a little
+            score += 0.35 if _has_dimension(s, dim) else 0.1
+        elif wants_number and (_has_interval(s) if often else _has_value(s)):
             score += 0.35
         elif wants_number and not often and _has_count(s):
             score += 0.2
@@ -423,7 +485,8 @@ def _quoted(query: str, c: Candidate, k: int) -> list[str]:
              or [s for s in sents if q[:40] in _norm(s) or q[-40:] in _norm(s)][:1])
     if not first:
         return best
-    holds = _has_interval if T.qtype(query) == "freq" else _has_count
+    dim = asked_dimension(query)
+    holds = (_has_interval if T.qtype(query) == "freq" else (lambda s: _has_dimension(s, dim)) if dim else _has_count)
     if wants_value(query) and not any(holds(s) for s in first):
         valued = [r for r in ranked if holds(r[2]) and r[0] > 0]
         if valued:
@@ -479,6 +542,28 @@ def extract_premise(query: str, against: list[str] | None = None) -> str:
     return with_facts[0]
 
 
+def _units(values: list[str]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for v in values:
+        num, _, unit = v.partition(" ")
+        out.setdefault(unit, set()).add(num)
+    return out
+
+
+def contradicting_sentences(match: str, premise: str, c: Candidate) -> list[str]:
+    """What a premise conflict quotes from a passage: the sentence that states the contradicting value
+    (a value of the premise's unit other than the premise's: "Add 15 g ..." against "30 g of grease"),
+    the one that matches the premise best among them; else the passage's best sentence for the premise."""
+    asked = _units(stated_numbers(premise))
+    if asked:
+        ranked = rank_sentences(match, c.text, c.title)
+        other = [r for r in ranked
+                 if any(unit in asked and not nums & asked[unit] for unit, nums in _units(stated_numbers(r[2])).items())]
+        if other:
+            return [other[0][2]]
+    return best_sentences(match, c.text, 1, c.title)
+
+
 def archived_note(status: str | None, version: str | None) -> str | None:
     """What a source list says of a source that is not current: "archived revision, version 1.0"."""
     if status != "archived":
@@ -527,7 +612,7 @@ def conflict_lead(query: str, conflicts: list[Candidate], first_n: int, match_te
         premise = extract_premise(query, said)
         lines.append(f'Warning: the documents contradict a premise of the question: "{premise}". What they say:')
         for n, c in premise_cf:
-            lines += [f'- "{s}" [{n}]' for s in best_sentences(premise, c.text, 1, c.title)]
+            lines += [f'- "{s}" [{n}]' for s in contradicting_sentences(premise, premise, c)]
     if lower_cf:
         lines.append("Warning: a less trusted source states another value than the answer below; it is not used:")
         for n, c in lower_cf:
@@ -585,7 +670,7 @@ class ExtractiveWriter:
             premise = extract_premise(query, said)
             bridge_terms = match_text[len(query):] if match_text.startswith(query) else ""
             lines = [f'- "{s}" [{n}]' for n, c in enumerate(conflicts, start=1)
-                     for s in best_sentences(premise + bridge_terms, c.text, 1, c.title)]
+                     for s in contradicting_sentences(premise + bridge_terms, premise, c)]
             src, cites = _sources(conflicts)
             text = (f'The documents contradict a premise of the question: "{premise}". What they say instead:\n'
                     + "\n".join(lines) + "\n\nCheck the assumption before acting.\n\n" + src)
