@@ -170,6 +170,21 @@ def test_filters_on_document_metadata_and_id_prefix(store):
     assert store.dense_search(q, 10, SearchFilters(doc_id_prefix="lab_")) == []
 
 
+@pytest.mark.parametrize("last", ["\U0010ffff", "\ud7ff", "\uffff", "z"])
+def test_a_doc_id_prefix_ending_in_any_character_is_matched_exactly(store, last):
+    # the range a store without startswith builds (Azure: ge prefix, lt the next string) has no
+    # next character after U+10FFFF, and after U+D7FF comes a surrogate no request can carry
+    inside, outside = f"lab{last}", ("lab{" if last == "z" else "lab\U0010ffff" if last != "\U0010ffff" else "lac")
+    put(store, f"{inside}/manual", ["rotor speed limit 20000 rpm"])
+    put(store, f"{inside}", ["rotor speed limit 12000 rpm"])
+    put(store, f"{outside}/pump", ["rotor speed of the pump 3000 rpm"])
+    put(store, "lab", ["rotor speed of the lab 3000 rpm"])
+    q = EMB.embed(["rotor speed limit"])[0]
+    f = SearchFilters(doc_id_prefix=inside)
+    assert {h[0] for h in store.dense_search(q, 10, f)} == {f"{inside}/manual#0", f"{inside}#0"}
+    assert {h[0] for h in store.lexical_search("rotor speed", 10, f)} == {f"{inside}/manual#0", f"{inside}#0"}
+
+
 def test_replace_is_whole(store):
     put(store, "A", ["first text about chlorine", "second text about chlorine"])
     put(store, "A", ["new text about ozone"])

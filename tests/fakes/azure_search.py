@@ -59,6 +59,17 @@ class ServiceError(Exception):
         self.status, self.code, self.message = status, code, message
 
 
+def _lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value holds a string with half a surrogate pair (`"\\ud800"`)."""
+    if isinstance(value, str):
+        return any("\ud800" <= ch <= "\udfff" for ch in value)
+    if isinstance(value, dict):
+        return any(_lone_surrogate(k) or _lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_lone_surrogate(v) for v in value)
+    return False
+
+
 class FakeSearchService:
     def __init__(self, api_key: str = "test-admin-key"):
         self.api_key = api_key
@@ -80,6 +91,10 @@ class FakeSearchService:
                     raise ServiceError(400, "InvalidApiVersion", f"api-version must be {API_VERSION}, got {query.get('api-version')}")
                 if headers.get("api-key") != self.api_key:
                     raise ServiceError(403, "Forbidden", "Authorization failed: invalid api-key.")
+                if _lone_surrogate(payload):
+                    # the service reads the body as UTF-16 text: an escaped half of a pair is not text
+                    raise ServiceError(400, "InvalidRequestBody", "The request body is not valid JSON: invalid UTF-16 "
+                                                                  "surrogate in a string.")
                 status, result = self._route(method, path, query, payload)
             except ServiceError as e:
                 return e.status, {"Content-Type": "application/json; odata.metadata=minimal"}, json.dumps(

@@ -89,6 +89,20 @@ def metadata_tags(metadata: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in sorted(metadata.items())]
 
 
+def _after_prefix(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix` (None: there is none, the
+    prefix is all U+10FFFF): its last character raised to the next one a request can carry (after
+    U+D7FF comes U+E000, surrogates are not text), a last U+10FFFF dropped first."""
+    chars = list(prefix)
+    while chars and ord(chars[-1]) >= 0x10FFFF:
+        chars.pop()
+    if not chars:
+        return None
+    code = ord(chars[-1]) + 1
+    chars[-1] = chr(0xE000 if 0xD800 <= code <= 0xDFFF else code)
+    return "".join(chars)
+
+
 def filter_expression(filters: SearchFilters, extra: Iterable[str] = ()) -> str | None:
     clauses = [f"status ne {odata_literal(s)}" for s in filters.exclude_status]
     for col in ("status", "source_type", "version"):
@@ -97,10 +111,11 @@ def filter_expression(filters: SearchFilters, extra: Iterable[str] = ()) -> str 
             clauses.append(f"{col} eq {odata_literal(val)}")
     prefix = filters.doc_id_prefix
     if prefix:
-        # OData has no startswith in $filter: ids from the prefix up to (not including) the prefix
-        # with its last character raised by one, in the service's ordinal string order.
-        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        clauses.append(f"doc_id ge {odata_literal(prefix)} and doc_id lt {odata_literal(upper)}")
+        # OData has no startswith in $filter: ids from the prefix up to (not including) the first
+        # string after every id that starts with it, in the service's code point order
+        upper = _after_prefix(prefix)
+        clauses.append(f"doc_id ge {odata_literal(prefix)}"
+                       + (f" and doc_id lt {odata_literal(upper)}" if upper is not None else ""))
     for tag in metadata_tags(dict(filters.metadata)):
         clauses.append(f"tags/any(t: t eq {odata_literal(tag)})")
     clauses.extend(extra)
