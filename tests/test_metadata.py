@@ -74,6 +74,42 @@ def test_html_title_meta_and_canonical_link(tmp_path):
         "Hydrant flushing", "https://docs.example/hydrant", "archived", "2023-05-01", "4")
 
 
+HTML_META = ('<html><head><title>Dosing pump DP-4</title><meta charset="utf-8">'
+             '<meta name="viewport" content="width=device-width"><meta name="generator" content="Hugo 0.1">'
+             '<meta name="model" content="DP-4"><meta name="Product" content="Dosing pumps">'
+             '<meta name="sourcegate:site" content="Northside"><meta name="version" content="3">'
+             '<meta name="modèle" content="DP-4 bis"><meta name="id" content="other-id">'
+             '<meta name="model number" content="4711">'
+             '</head><body><h1>DP-4</h1><p>Fill the gearbox with ISO VG 220 gear oil.</p></body></html>')
+
+
+def test_html_meta_keys_are_read_as_metadata_like_front_matter(tmp_path):
+    f = tmp_path / "dp4.html"
+    f.write_text(HTML_META, encoding="utf-8")
+    [doc] = parse_file(f, "dp4.html")
+    assert doc.version == "3"
+    assert doc.metadata == {"model": "DP-4", "product": "Dosing pumps", "site": "Northside", "model_number": "4711"}
+    # a key ingest cannot read is said, not dropped without a word; a page's plumbing is not a key
+    assert sorted(doc.unread_keys) == ["id (a reserved name)", "modèle (not a name of letters a-z, digits and _)"]
+
+
+def test_a_metadata_key_ingest_cannot_read_is_named_in_the_ingest_summary(tmp_path):
+    from click.testing import CliRunner
+
+    from sourcegate.cli import cli
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "dp4.html").write_text(HTML_META, encoding="utf-8")
+    (lib / "p200.md").write_text("---\ntitle: Pump P-200\nmodel: P-200\nparts: [seal, bearing]\n---\n\n"
+                                 "Grease the bearings every 2,000 hours.\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "ingest", str(lib)])
+    assert r.exit_code == 0, r.output
+    assert (f"metadata not read: {lib / 'dp4.html'}: modèle (not a name of letters a-z, digits and _), "
+            "id (a reserved name)\n") in r.output
+    assert f"metadata not read: {lib / 'p200.md'}: parts (a list or a map, not a value)" in r.output
+
+
 def test_docx_core_properties(tmp_path):
     import docx
 

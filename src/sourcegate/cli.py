@@ -301,6 +301,8 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
         echo(f"skipped: {path}: {reason}", err=True)
     for path, reason in report.failed:
         echo(f"failed: {path}: {reason}", err=True)
+    for path, keys in report.unread_keys:
+        echo(f"metadata not read: {path}: {', '.join(keys)}", err=True)
     return report
 
 

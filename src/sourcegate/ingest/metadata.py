@@ -79,23 +79,42 @@ def normalize(raw: Mapping[str, Any], *, strict: bool = False, origin: str = "",
     out-of-service words stored as `archived`. `strict` (sidecars and manifests, written for
     sourcegate) refuses a field whose value is not a scalar instead of ignoring it. With `extra`
     (front matter, sidecars, manifests), other keys with a scalar value are kept too, as
-    `metadata.NAME` entries that `apply` puts in `Document.metadata`."""
+    `metadata.NAME` entries that `apply` puts in `Document.metadata`; a key of those it cannot
+    read (a name filters cannot take, a reserved name, a list, one key too many) is returned as an
+    `unread.KEY` entry saying why, which `apply` lists in `Document.unread_keys` for the ingest
+    summary: never dropped without a word."""
     out: dict[str, str] = {}
     kept = 0
+
+    def unread(key: Any, why: str) -> None:
+        out[f"unread.{metadata_text(str(key))[:60]}"] = why
+
     for key, value in raw.items():
         name = str(key).strip().lower().replace("-", "_").replace(" ", "_")
         name = ALIASES.get(name, name)
         if name not in FIELDS:
-            if extra and kept < EXTRA_MAX_KEYS and EXTRA_KEY.fullmatch(name) and name not in RESERVED_KEYS:
-                text = _text(value)
-                if text is not None:
-                    out[f"metadata.{name}"] = text[:EXTRA_MAX_CHARS]
-                    kept += 1
+            if not extra:
+                continue
+            text = _text(value)
+            if not EXTRA_KEY.fullmatch(name):
+                unread(key, "not a name of letters a-z, digits and _")
+            elif name in RESERVED_KEYS:
+                unread(key, "a reserved name")
+            elif text is None:
+                if value is not None:
+                    unread(key, "a list or a map, not a value")
+            elif kept >= EXTRA_MAX_KEYS:
+                unread(key, f"over {EXTRA_MAX_KEYS} keys")
+            else:
+                out[f"metadata.{name}"] = text[:EXTRA_MAX_CHARS]
+                kept += 1
             continue
         text = _text(value)
         if text is None:
             if strict and value is not None:
                 raise IngestError(f"{origin}: {key!r} must be a string, a number or a date")
+            if extra and value is not None:
+                unread(key, "a list or a map, not a value")
             continue
         if name == "status":
             text = text.lower()
@@ -109,6 +128,10 @@ def apply(doc: Document, fields: Mapping[str, str]) -> None:
     for name, value in fields.items():
         if name.startswith("metadata."):
             doc.metadata[name.removeprefix("metadata.")] = value
+        elif name.startswith("unread."):
+            said = f"{name.removeprefix('unread.')} ({value})"
+            if said not in doc.unread_keys:
+                doc.unread_keys.append(said)
         else:
             setattr(doc, name, value)
 

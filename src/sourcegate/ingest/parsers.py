@@ -448,23 +448,41 @@ _HTML_META_NAMES = {"title": "title", "status": "status", "version": "version", 
                     "updated_at": "updated_at", "date": "updated_at", "source_type": "source_type", "type": None}
 
 
+# <meta> names that are the page's plumbing (for browsers, search engines, social cards), not
+# facts about the document: neither read as metadata nor said to be unread.
+_HTML_PLUMBING = re.compile(
+    r"viewport|generator|robots|googlebot|bingbot|referrer|theme-color|color-scheme|format-detection|description"
+    r"|keywords|csrf-token|csrf-param|handheldfriendly|mobileoptimized|application-name|apple-.*|msapplication-.*"
+    r"|google-.*|(?:og|twitter|fb|al|article|profile|book):.*")
+
+
 def _html_metadata(soup) -> dict[str, str]:
+    """The document's fields from `<link rel=canonical>` and `<meta>` tags; other `<meta>` names
+    (`model`, `product`, `dc.site`, `sourcegate:line`) are metadata as front-matter keys are, and a
+    name ingest cannot read is returned as unread (`metadata.normalize`)."""
     from .metadata import normalize
 
     raw: dict[str, str] = {}
+    other: dict[str, str] = {}
     canonical = soup.find("link", rel="canonical", href=True)
     if canonical is not None:
         raw["url"] = canonical["href"]
     for tag in soup.find_all("meta", content=True, limit=500):
-        name = (tag.get("name") or tag.get("property") or "").strip().lower()
+        name = " ".join((tag.get("name") or tag.get("property") or "").split()).lower()
+        plumbing = not name or _HTML_PLUMBING.fullmatch(name)
         for prefix in ("dcterms.", "dc.", "og:", "sourcegate:"):
             name = name.removeprefix(prefix)
-        field = _HTML_META_NAMES.get(name)
-        if field and field not in raw:
-            raw[field] = tag["content"]
+        if name in _HTML_META_NAMES:
+            field = _HTML_META_NAMES[name]
+            if field and field not in raw:
+                raw[field] = tag["content"]
+        elif not plumbing:
+            other.setdefault(name, tag["content"])
     if raw.get("title") and soup.title and soup.title.get_text(strip=True):
         del raw["title"]  # <title> wins over og:title
-    return normalize(raw)
+    fields = normalize(other, extra=True)
+    fields.update(normalize(raw))
+    return fields
 
 
 def table_lines(rows: list[list[str | None]]) -> list[str]:

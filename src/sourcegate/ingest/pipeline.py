@@ -51,6 +51,9 @@ class IngestReport:
     # Documents whose passages' twins (near-copies for another product, platform or version)
     # changed with this run and were rewritten with them.
     twins_rewritten: int = 0
+    # Files whose metadata keys (front matter, HTML <meta>, sidecar, manifest) could not be read:
+    # (path, ["KEY (why)", ...]); the document was ingested without them.
+    unread_keys: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def summary(self) -> str:
         text = (f"{self.added} added, {self.updated} updated, {self.unchanged} unchanged, "
@@ -469,6 +472,9 @@ class Ingestor:
                 report.failed.append((str(path), f"could not be parsed ({type(e).__name__}: {e})"))
                 failed_paths.add(source)
                 continue
+            unread = list(dict.fromkeys(k for doc in docs for k in doc.unread_keys))
+            if unread:
+                report.unread_keys.append((str(path), unread))
             for doc in docs:
                 doc.path = source
                 # one line, whatever the format held (an HTML <title>, a DOCX core title with newlines)
