@@ -290,3 +290,34 @@ def test_filter_errors_name_no_archived_value_and_no_document_id(hostile_gate):
         for message in _rest_and_mcp_errors(hostile_gate, filters):
             assert "no document matches" in message
             assert not [i for i in ids if i in message], message
+
+
+def test_passages_of_one_document_are_not_sources_that_disagree(tmp_path):
+    """Filtered to one manual whose sections state two speeds: one source, no "sources disagree"
+    naming it twice; two manuals that state different speeds still disagree, each named once."""
+    lib = tmp_path / "library"
+    lib.mkdir()
+    for model, speeds in (("HG-7", ("20,000", "5,000")), ("HG-8", ("9,000", "4,000"))):
+        (lib / f"{model.lower()}.md").write_text(
+            f"---\ntitle: {model} homogeniser manual\nmodel: {model}\nsource_type: manual\n---\n"
+            f"# {model} homogeniser manual\n\n## Limits\n\nNever run the rotor above {speeds[0]} rpm.\n\n"
+            + "Filler sentence about the frame and its paint. " * 40
+            + f"\n\n## Start-up\n\nAt start-up, run the rotor at {speeds[1]} rpm for two minutes.\n", encoding="utf-8")
+    r = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "ingest", str(lib)])
+    assert r.exit_code == 0, r.output
+    g = SourceGate(Settings(_env_file=None, home=tmp_path / "home", audit_log_path=tmp_path / "audit.jsonl"),
+                   judge=RotorJudge())
+    try:
+        one = g.ask(Q, filters={"model": "HG-7"})
+        both = g.ask(Q)
+    finally:
+        g.close()
+    from sourcegate.answer import conflict_warnings
+
+    assert [p.doc_id for p in one.evidence] == ["hg-7.md", "hg-7.md"], one.evidence
+    assert not any(p.reason == "evidence_disagrees" for p in one.evidence)
+    assert "disagree" not in one.answer
+    assert not conflict_warnings(one.status, [p.model_dump() for p in one.evidence], [])
+    warnings = conflict_warnings(both.status, [p.model_dump() for p in both.evidence], [])
+    assert len(warnings) == 1 and "disagree" in warnings[0], warnings
+    assert warnings[0].count("(hg-7.md)") == 1 and warnings[0].count("(hg-8.md)") == 1, warnings

@@ -688,8 +688,9 @@ def conflict_warnings(status: str, evidence: list[dict], conflicts: list[dict]) 
     of equal trust that disagree. Empty for any other status, or when nothing conflicts."""
     if status != Status.ANSWER.value:
         return []
-    def names(items: list[dict]) -> str:
-        return "; ".join(f"{p.get('title') or p['doc_id']} ({p['doc_id']})" for p in items)
+    def names(items: list[dict]) -> str:  # each document once, though several of its passages are cited
+        first = {p["doc_id"]: p for p in reversed(items)}
+        return "; ".join(f"{first[d].get('title') or d} ({d})" for d in dict.fromkeys(p["doc_id"] for p in items))
     premise = [p for p in conflicts if p.get("reason") != _DISAGREES_HIGHER]
     lower = [p for p in conflicts if p.get("reason") == _DISAGREES_HIGHER]
     equal = [p for p in evidence if p.get("reason") == _DISAGREES_EQUAL]

@@ -303,7 +303,8 @@ def apply_gate(
     - evidence is ordered by tier, then by score: lower-tier evidence is cited after higher-tier;
     - evidence that states another value than evidence of a higher tier becomes a conflict
       (`disagrees_with_higher_tier`); evidence of the same tier that states another value stays
-      evidence, marked `evidence_disagrees` on both sides, and the answer says the sources disagree.
+      evidence, marked `evidence_disagrees` on both sides, and the answer says the sources disagree
+      (passages of one document never disagree with each other: they are one source).
 
     A document that addresses an AI is excluded whole: every passage of a document of which one passage
     is excluded as an injection, or whose `document_injection` (the highest injection probability among
@@ -345,7 +346,9 @@ def apply_gate(
                 key=lambda i: (-tier_of[i], -first[i][2].contains_answer_evidence))
     kept: list[int] = []
     for i in ev:
-        against = [k for k in kept if disagree(vals[i], vals[k])]
+        # sources disagree, not the passages of one document (a manual's limit and its start-up
+        # speed are two values of one source, and a filter to one document must not say otherwise)
+        against = [k for k in kept if first[k][1] != first[i][1] and disagree(vals[i], vals[k])]
         if any(tier_of[k] > tier_of[i] for k in against):
             first[i][3], first[i][4] = Route.CONFLICT, REASON_DISAGREES_HIGHER
             continue
