@@ -87,3 +87,35 @@ def test_the_demo_answers_yes_or_no(demo_gate, question, word):
     assert first.startswith(f'{word}: "Lockout/tagout is mandatory before any work on pump bearings'), r.answer
     n = int(first.rsplit("[", 1)[1].rstrip("]"))
     assert r.evidence[n - 1].doc_id == "PROC-LOTO-01"
+
+
+def _doc(text: str, doc_id: str = "FAQ-1") -> Candidate:
+    return Candidate(id=f"{doc_id}#0", doc_id=doc_id, title=doc_id, text=text)
+
+
+@pytest.mark.parametrize("question, text", [
+    # a FAQ line that asks the question, answered on the next line: the answer says no
+    ("Can the valve V-30 be opened while the line is pressurised?",
+     "Can the valve V-30 be opened while the line is pressurised? Never: depressurise the line first."),
+    ("Peut-on ouvrir la vanne V-30 quand la ligne est sous pression ?",
+     "Peut-on ouvrir la vanne V-30 quand la ligne est sous pression ? Non : dépressurisez d'abord la ligne."),
+    # the claim negated as a whole
+    ("Can the fan run above 3000 rpm?", "It is false that the fan can run above 3000 rpm."),
+])
+def test_a_sentence_that_answers_no_is_never_read_as_yes(question, text):
+    got = polar_verdict(question, [_doc(text)])
+    assert got is None or got[0] in ("No", "Non"), got
+    assert got is None or not got[2].rstrip().endswith("?"), got
+
+
+@pytest.mark.parametrize("question, text", [
+    ("Can the valve V-30 be opened while the line is pressurised?",
+     "Can the valve V-30 be opened while the line is pressurised? Ask the shift supervisor."),
+    ("Can the fan run above 3000 rpm?", "If the fan is run above 3000 rpm, the warranty is void."),
+    ("Can the fan run above 3000 rpm?", "Running the fan above 3000 rpm has not been tested."),
+    ("Can the fan run above 3000 rpm?", "The fan may be able to run above 3000 rpm in some installations."),
+    ("Le ventilateur peut-il tourner au-dessus de 3000 tr/min ?",
+     "Si le ventilateur tourne au-dessus de 3000 tr/min, la garantie est annulée."),
+])
+def test_a_question_a_condition_or_a_hedge_settles_nothing(question, text):
+    assert polar_verdict(question, [_doc(text)]) is None

@@ -422,6 +422,50 @@ def _negates_asked(query_terms_: list[str], sentence: str) -> bool:
     return False
 
 
+# Sentences that settle nothing: a question (a FAQ's own line), a condition ("If the fan is run above
+# 3000 rpm, the warranty is void"), a hedge ("has not been tested", "may be able to").
+_CONDITION = re.compile(r"^\W*(if|when|whenever|unless|in case|provided|should you|si|s['’]il|s['’]ils|lorsque|lorsqu['’]|"
+                        r"quand|au cas|dans le cas|en cas)\b", re.I)
+_HEDGE = re.compile(r"\b(not (yet )?(been )?(tested|verified|validated|confirmed|qualified|guaranteed)|untested|unverified|"
+                    r"not known|unknown|unclear|may be able|might|possibly|perhaps|it depends|depending on|"
+                    r"pas (encore )?(été )?(testée?s?|vérifiée?s?|validée?s?|garantie?s?)|peut[- ]être|éventuellement|"
+                    r"selon les cas|dépend de)\b", re.I)
+# The claim denied as a whole ("It is false that ...") or a sentence that opens with its answer ("Never:
+# depressurise the line first", the line after a FAQ's question).
+_CLAIM_DENIED = re.compile(r"^\W*(it is (false|not true|untrue|not the case|a myth) that|il est faux que|il n['’]est pas vrai que|"
+                           r"contrairement à ce qu)", re.I)
+_ANSWER_WORD = re.compile(r"^\W*(yes|no|never|always|oui|non|jamais|toujours)\b(?!-)", re.I)
+_NO_WORDS = {"no", "never", "non", "jamais"}
+
+
+def settles_nothing(sentence: str) -> bool:
+    """A question, a condition or a hedge: a sentence that never settles a yes/no question."""
+    return sentence.rstrip().endswith("?") or bool(_CONDITION.match(sentence) or _HEDGE.search(sentence))
+
+
+def _answer_word(sentence: str) -> bool | None:
+    """True ("no") or False ("yes") when the sentence opens with its answer word; None otherwise."""
+    m = _ANSWER_WORD.match(sentence)
+    return None if m is None else fold(m.group(1)) in _NO_WORDS
+
+
+def _polar_sentences(c: Candidate) -> list[tuple[str, bool | None]]:
+    """The sentences of a passage that may settle a yes/no question, each with the answer it opens
+    with (after a FAQ's question line, its answer line carries the answer: "Never: ..." is a no)."""
+    sents = [s for s in sentences(c.text) if not is_label(s, c.title)]
+    if c.quote:
+        sents = [q for q in sents if _norm(c.quote) in _norm(q) or _norm(q) in _norm(c.quote)] + sents
+    out: list[tuple[str, bool | None]] = []
+    for i, s in enumerate(dict.fromkeys(sents)):
+        if s.rstrip().endswith("?"):
+            continue
+        word = _answer_word(s)
+        if word is None and settles_nothing(s):
+            continue
+        out.append((s, word))
+    return out
+
+
 def polar_verdict(query: str, evidence: list[Candidate], match_text: str | None = None) -> tuple[str, int, str] | None:
     """For a yes/no question the evidence settles: ("Yes" | "No" | "Oui" | "Non", the citation
     number of the passage, its settling sentence). None when the question is not a yes/no
@@ -443,12 +487,17 @@ def polar_verdict(query: str, evidence: list[Candidate], match_text: str | None 
         return None
     best: tuple[float, int, str, float, bool] | None = None
     for n, c in enumerate(evidence, start=1):
-        for sent in dict.fromkeys([*(c.quote and [q for q in sentences(c.text) if _norm(c.quote) in _norm(q)
-                                                   or _norm(q) in _norm(c.quote)] or []),
-                                   *(s for s in sentences(c.text) if not is_label(s, c.title))]):
+        faq = [s for s in sentences(c.text) if s.rstrip().endswith("?")]
+        for sent, word in _polar_sentences(c):
+            # an answer line ("Never: ...") is read with the FAQ question before it, which names the claim
+            asked = next((q for q in faq if _overlap(terms, q) >= 0.75), None) if word is not None else None
             for clause in [x.strip() for x in re.split(r";\s+", sent) if x.strip()]:
-                cover = _overlap(terms, clause)
-                no = _negates_asked(terms, clause) or _contrasts(match_text or query, clause)
+                cover = max(_overlap(terms, clause), _overlap(terms, asked) if asked else 0.0)
+                if word is not None and asked:
+                    no = word
+                else:
+                    no = (_negates_asked(terms, clause) or _contrasts(match_text or query, clause)
+                          or bool(_CLAIM_DENIED.match(clause)))
                 pairs = sum(1 for a, b in zip(terms, terms[1:]) if re.search(
                     r"\b" + re.escape(a[:5]) + r"\w*\W+" + re.escape(b[:5]), fold(clause)))
                 # A sentence that denies or contrasts bears on the question with fewer of its words.
