@@ -45,17 +45,24 @@ def test_the_readme_test_command_is_the_one_ci_runs():
 
 
 def test_your_own_documents_runs_as_written(tmp_path):
+    """Run from the folder the demo ran in (its index is `.sourcegate` there, the default home), the
+    commands put the reader's library in an index of its own: never into the demo's."""
     (tmp_path / "procedures").mkdir()
     (tmp_path / "procedures" / "ac300.md").write_text(AC300, encoding="utf-8")
-    env = {**os.environ, "HOME": str(tmp_path), "SOURCEGATE_HOME": str(tmp_path / "home")}
+    env = {k: v for k, v in os.environ.items() if k != "SOURCEGATE_HOME"}
+    env["HOME"] = str(tmp_path)
     lines = [line.split("  #", 1)[0].strip() for b in _blocks_under(README.read_text(encoding="utf-8"),
                                                                     "Your own documents")
              for line in b.splitlines() if line.strip()]
-    assert lines[0].startswith("sourcegate ingest") and any("--filter" in line for line in lines)
-    for line in lines:
+    exports = [line for line in lines if line.startswith("export ")]
+    commands = [line for line in lines if not line.startswith("export ")]
+    assert commands[0].startswith("sourcegate ingest") and any("--filter" in line for line in commands)
+    for line in commands:
         if line.startswith("sourcegate serve"):
             continue  # a server that runs until stopped: the server's own tests serve it
-        r = subprocess.run(["bash", "-c", line], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+        script = "\n".join([*exports, line])  # as typed one after the other in one shell
+        r = subprocess.run(["bash", "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, (line, r.stdout[-2000:], r.stderr[-2000:])
         if line.startswith("sourcegate ask"):
             assert "status: answer_from_evidence" in r.stdout and "5,000 operating hours" in r.stdout, r.stdout
+    assert not (tmp_path / ".sourcegate").exists(), "the library went into the demo's index (.sourcegate)"
