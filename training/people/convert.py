@@ -231,7 +231,7 @@ def rst_table(lines, i):
             j += 1
     out = []
     for r in rows:
-        cells = [squash(rst_inline(c)) for c in r]
+        cells = [squash(rst_inline(re.sub(r"\.\.\s+[\w:-]+::\s*\S*", "", c))) for c in r]  # directives inside cells
         if any(cells):
             out.append(" | ".join(c for c in cells if c))
     return out, j
@@ -292,7 +292,9 @@ def convert_rst(text):
             while j < n and re.match(r"^\s+:[\w -]+:", lines[j]):  # directive options
                 j += 1
             body, j = take_indented(j, base)
-            if name in RST_CODE:
+            if name == "only" and re.search(r"latex|man|texinfo", arg):  # print/man variant of an html block (borg option tables)
+                pass
+            elif name in RST_CODE:
                 dedent = min([indent_of(b) for b in body if b.strip()] or [0])
                 code = "\n".join(b[dedent:] for b in body).strip("\n")
                 if code.strip():
@@ -379,7 +381,7 @@ def md_inline(s):
     s = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", s)            # images
     s = re.sub(r"\[!\[[^\]]*\]\([^)]*\)\]\([^)]*\)", "", s)  # badges
     s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)          # links
-    s = re.sub(r"\[([^\]]*)\]\[[^\]]*\]", r"\1", s)
+    s = re.sub(r"(?<![\]#])\[([^\]]*)\]\[[^\]]*\](?![\[#])", r"\1", s)  # reference links, not [a][b][c] chains (Jeedom #[obj][eq][cmd]#)
     s = re.sub(r"<br\s*/?>", " ", s)
     s = re.sub(r"<[^>]+>", "", s)
     s = re.sub(r"`([^`]*)`", r"\1", s)
@@ -422,6 +424,12 @@ def convert_md(text):
     while i < n:
         line = lines[i]
         st = line.strip()
+        m1 = re.match(r"^\s*```([^`]+)```\s*$", line)   # a one-line ```code``` is a verbatim line, not a fence opening
+        if m1:
+            flush()
+            blocks.append(("v", m1.group(1).strip()))
+            i += 1
+            continue
         if re.match(r"^\s*(```|~~~)", line):
             flush()
             fence = st[:3]
@@ -645,6 +653,7 @@ def adoc_inline(s, attrs=None):
     s = re.sub(r"\[\[[^\]]*\]\]|\[#[^\]]*\]", "", s)
     s = re.sub(r"\+\+\+(.*?)\+\+\+|\+\+(.*?)\+\+", lambda m: m.group(1) or m.group(2) or "", s)
     s = re.sub(r"(?<![\w+])\+([^+\n]+)\+(?![\w+])", r"\1", s)
+    s = re.sub(r"``([^`']+?)''", r'"\1"', s)  # ``quoted'' (AsciiDoc 8)
     s = re.sub(r"`+([^`]+)`+", r"\1", s)
     s = re.sub(r"\*\*(.+?)\*\*|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", lambda m: m.group(1) or m.group(2), s)
     s = re.sub(r"__(.+?)__|(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", lambda m: m.group(1) or m.group(2), s)
@@ -665,9 +674,20 @@ def _adoc_cols(attr_line):
     return n or None
 
 
+# attributes defined outside the documents (pve-docs: asciidoc/asciidoc-pve.conf)
+ADOC_ATTRS = {"pve": "Proxmox VE", "PVE": "Proxmox VE", "proxmoxGmbh": "Proxmox Server Solutions GmbH",
+              "forum": "https://forum.proxmox.com/[Proxmox VE Community Forum]",
+              "forum-url": "https://forum.proxmox.com/", "webwiki-url": "https://pve.proxmox.com/wiki/",
+              "webwiki": "https://pve.proxmox.com/wiki/[Proxmox VE Wiki]",
+              "ceph": "http://ceph.com[Ceph]", "cephdocs-url": "https://docs.ceph.com/en/squid",
+              "website": "https://www.proxmox.com/",
+              "pricing-url": "https://proxmox.com/en/proxmox-virtual-environment/pricing"}
+ADOC_SKIP = ("manvolnum", "wiki")  # ifdef:: blocks only for man pages or the wiki (NAME, SYNOPSIS, See Also)
+
+
 def convert_adoc(text):
     lines = text.replace("\t", "    ").split("\n")
-    blocks, para, attrs = [], [], {}
+    blocks, para, attrs = [], [], dict(ADOC_ATTRS)
     i, n = 0, len(lines)
     last_attr = ""
 
@@ -696,6 +716,14 @@ def convert_adoc(text):
             attrs[m.group(1)] = m.group(2)
             i += 1
             continue
+        m = re.match(r"^ifdef::(%s)\[\]$" % "|".join(ADOC_SKIP), st)
+        if m:
+            flush()
+            j = i + 1
+            while j < n and lines[j].strip() != "endif::%s[]" % m.group(1):
+                j += 1
+            i = j + 1
+            continue
         if re.match(r"^(include|ifdef|ifndef|ifeval|endif|image|toc|video)::", st):
             flush()
             i += 1
@@ -705,7 +733,9 @@ def convert_adoc(text):
             fence = "```" if st.startswith("```") else st
             j = i + 1
             body = []
-            while j < n and lines[j].strip() != fence:
+            # AsciiDoc 8 (pve-docs) closes a ---- block on any run of 4 or more of the same character
+            while j < n and lines[j].strip() != fence and not (
+                    fence[0] == "-" and re.fullmatch(r"-{4,}", lines[j].strip())):
                 body.append(lines[j])
                 j += 1
             if "".join(body).strip():
