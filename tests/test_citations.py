@@ -84,6 +84,11 @@ def _docx(path: Path) -> None:
     d.save(str(path))
 
 
+# A DOCX as SharePoint serves it: Word opens it at its start whatever the fragment, so the link is
+# the URL as it is, though its path does not end in .docx.
+DOCX_URL = "https://contoso.sharepoint.com/:w:/r/sites/ops/_layouts/15/Doc.aspx?sourcedoc=%7B1A2B%7D&action=default"
+
+
 class TermJudge:
     """Evidence where a passage holds the subject word of the question."""
 
@@ -111,6 +116,7 @@ def home(tmp_path_factory) -> Path:
     (library / "valves.md").write_text(VALVES_MD, encoding="utf-8")
     (library / "eyewash.html").write_text(EYEWASH_HTML, encoding="utf-8")
     _docx(library / "mixer-m7.docx")
+    (library / "mixer-m7.docx.meta.json").write_text(json.dumps({"url": DOCX_URL}), encoding="utf-8")
     r = CliRunner().invoke(cli, ["--home", str(root / "home"), "ingest", str(library)])
     assert r.exit_code == 0 and "4 added" in r.output, r.output
     return root / "home"
@@ -128,6 +134,10 @@ def test_location_helpers():
     assert deep_link("https://x.org/m.pdf", page=7) == "https://x.org/m.pdf#page=7"
     assert deep_link("https://x.org/guide", heading="Guide > Gland packing of V-40") == "https://x.org/guide#gland-packing-of-v-40"
     assert deep_link("https://x.org/m.docx", heading="Manual > Assembly") == "https://x.org/m.docx"
+    # the format is the document's, whatever the URL's path ends with
+    assert deep_link(DOCX_URL, heading="Manual > Assembly", name="manuals/m.docx") == DOCX_URL
+    assert deep_link("https://x.org/notes", heading="A > B", name="notes.txt") == "https://x.org/notes"
+    assert deep_link("https://x.org/guide", heading="A > B", name="guide.md") == "https://x.org/guide#b"
     assert deep_link("https://x.org/g#already", heading="A > B") == "https://x.org/g#already"
     assert deep_link(None, page=3) is None
     assert heading_anchor("Bearings: grease & check") == "bearings-grease--check"
@@ -160,7 +170,7 @@ def test_a_pdf_answer_cites_its_page_with_a_page_link(gate):
      "https://docs.example.org/guides/valves#gland-packing-of-v-40"),
     (HTML_Q, "eyewash.html", "Eyewash stations > After a splash",
      "https://docs.example.org/safety/eyewash.html#after-a-splash"),
-    (DOCX_Q, "mixer-m7.docx", "Mixer M-7 manual > Assembly > Flange bolts", None),
+    (DOCX_Q, "mixer-m7.docx", "Mixer M-7 manual > Assembly > Flange bolts", DOCX_URL),
 ])
 def test_heading_paths_and_anchors(gate, query, doc_id, section, link):
     r = gate.ask(query, interface="python")

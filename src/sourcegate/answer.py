@@ -621,7 +621,7 @@ def archived_note(status: str | None, version: str | None) -> str | None:
 
 
 def citation(n: int, c: Candidate) -> Citation:
-    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading),
+    return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading, c.doc_id),
                     archived_note(c.status, c.version))
 
 

@@ -5,8 +5,10 @@ Ingest keeps a chunk's page and heading path (`Chunk.page`, `Chunk.heading`); on
 pages, so a page means a PDF. The link adds a fragment to the document's URL: `#page=N`, which
 PDF viewers in browsers open at that page, or the heading's anchor as Markdown renderers (GitHub,
 GitLab, MkDocs) and most HTML generators write it: the heading's text in lower case, punctuation
-dropped, spaces as hyphens. A URL that already has a fragment, or a format with no anchors (DOCX,
-plain text), keeps its URL as it is.
+dropped, spaces as hyphens. A URL that already has a fragment, or a document of a format with no
+anchors (DOCX, plain text: told by the document's own name, or the URL's path), keeps its URL as it
+is: Word and Word Online open a DOCX at its start, whatever the fragment (a SharePoint URL ends in
+`Doc.aspx?...`, not `.docx`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ def heading_anchor(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def deep_link(url: str | None, page: int | None = None, heading: str | None = None) -> str | None:
-    """The document's URL opened at the passage's page (PDF) or heading, or the URL as it is."""
+def deep_link(url: str | None, page: int | None = None, heading: str | None = None,
+              name: str | None = None) -> str | None:
+    """The document's URL opened at the passage's page (PDF) or heading, or the URL as it is. `name`
+    is the document's id or file name: its format decides whether a heading has an anchor."""
     if not url:
         return None
     parts = urlsplit(url)
@@ -35,7 +39,8 @@ def deep_link(url: str | None, page: int | None = None, heading: str | None = No
         return url
     if page is not None:
         return f"{url}#page={int(page)}"
-    if heading and not parts.path.lower().endswith(_NO_ANCHORS):
+    no_anchors = parts.path.lower().endswith(_NO_ANCHORS) or (name or "").lower().endswith(_NO_ANCHORS)
+    if heading and not no_anchors:
         last = heading.split(HEADING_SEPARATOR)[-1]
         anchor = heading_anchor(last)
         if anchor:

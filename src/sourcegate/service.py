@@ -395,7 +395,7 @@ class SourceGate:
         text = c.text if len(c.text) <= cap else c.text[:cap] + " [...]"
         return PassageOut(id=c.id, doc_id=c.doc_id, title=c.title, url=c.url, text=text, version=c.version,
                           status=c.status, scores=j.scores.rounded(), source_type=c.source_type, tier=c.tier, reason=c.gate_reason,
-                          page=c.page, section=c.heading, link=deep_link(c.url, c.page, c.heading))
+                          page=c.page, section=c.heading, link=deep_link(c.url, c.page, c.heading, c.doc_id))
 
     @staticmethod
     def _passages(runs: list["_PartRun"]):
