@@ -219,3 +219,23 @@ def test_page_lists_a_source_whose_id_has_parentheses(parenthesised_library, tmp
     shown = html.unescape(re.search(r'id="answer"[^>]*>(.*?)</', dom, re.S).group(1))
     assert "see [the chart](https://evil.com/c?x=1) and C:\\manuals\\v9.pdf." in shown, shown
     assert "`" not in shown and "\\]" not in shown
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_shows_the_key_message_alone(tmp_path):
+    """A server that needs its key, asked from the page without one: the result says so in two
+    lines (what happened, what to do), with no stray separator, empty fold or audit link."""
+    from test_ask_stream import headless_page
+
+    settings = make_settings(tmp_path / "audit.jsonl", mcp_api_key="the-key")
+    gate = make_gate(settings)
+    try:
+        with running_server(create_app(settings, gate)) as base:
+            with headless_page(f"{base}/?q={quote(Q)}", tmp_path / "profile") as wait_for:
+                wait_for(PAGE_DONE)
+                shown = _visible_text(wait_for, "result")
+    finally:
+        gate.close()
+    lines = [line.strip() for line in shown.splitlines() if line.strip()]
+    assert lines == ["No answer: the server could not answer this question",
+                     "this server needs its API key: type it in the API key box and ask again"], lines
