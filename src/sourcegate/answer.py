@@ -234,7 +234,8 @@ def _run_in_label(s: str) -> bool:
     """A run-in heading of a procedure ("Quantity and grease type.", "Personal protective equipment."):
     a few words without a number, ending the way a label does."""
     words = s.split()
-    return 1 <= len(words) <= 5 and s.rstrip()[-1:] in ".:" and not re.search(r"\d", s) and "|" not in s
+    return (1 <= len(words) <= 5 and s.rstrip().endswith(".") and not _LIST_ITEM.match(s) and not re.search(r"\d", s)
+            and "|" not in s)
 
 
 def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, int, str]]:
@@ -272,8 +273,9 @@ def rank_sentences(query: str, text: str, title: str = "") -> list[tuple[float, 
             score += 0.2
         if often and T.FREQ_RE.search(fold(s)):
             score += 0.2  # "every 250 runs", "toutes les 1 500 heures"
-        # Headings like "Scope." carry no information of their own.
-        if len(s) < 25:
+        # Headings like "Scope." carry no information of their own, and a question ("How do I use the
+        # API?", a heading or a FAQ's own line) answers nothing.
+        if len(s) < 25 or s.rstrip().endswith("?"):
             score -= 0.5
         scored.append((score, i, s))
     scored.sort(key=lambda x: (-x[0], x[1]))
