@@ -168,13 +168,14 @@ def convert_docbook(text, labels=None, entities=None):
 RST_ADMON = ("note", "warning", "caution", "important", "tip", "attention", "danger",
              "seealso", "hint", "error", "admonition", "only", "glossary", "topic",
              "versionadded", "versionchanged", "deprecated", "rubric", "list-table", "table",
-             "container", "sidebar", "centered", "hlist")
+             "container", "sidebar", "centered", "hlist",
+             "tabs", "tab", "group-tab", "highlights")  # sphinx-tabs (OPNsense option tables sit in tabs)
 RST_CODE = ("code-block", "code", "sourcecode", "parsed-literal", "highlight-block", "prompt")
 
 
 def rst_inline(s):
     s = re.sub(r":(?:ref|doc|term|abbr|command|program|option|file|guilabel|menuselection|kbd|envvar|samp|class|meth|func|mod|py:\w+|rfc|pep|dfn|manpage|config:option|oslo.config:option|oslo.config:group)?:`([^`<]*?)\s*<[^>]*>`", r"\1", s)
-    s = re.sub(r":[\w.:-]+:`([^`]*)`", lambda m: m.group(1).split("/")[-1] if m.group(1).startswith("/") else m.group(1), s)
+    s = re.sub(r":([\w.:-]+):`([^`]*)`", lambda m: m.group(2).split("/")[-1] if m.group(2).startswith("/") and m.group(1) in ("doc", "ref") else m.group(2), s)  # a :code:`/path/` keeps its path
     s = re.sub(r"`([^`<]+?)\s*<[^>]*>`__?", r"\1", s)
     s = re.sub(r"``(.+?)``", r"\1", s)
     s = re.sub(r"`([^`]+)`_{1,2}", r"\1", s)
@@ -383,6 +384,7 @@ def md_inline(s):
     s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)          # links
     s = re.sub(r"(?<![\]#])\[([^\]]*)\]\[[^\]]*\](?![\[#])", r"\1", s)  # reference links, not [a][b][c] chains (Jeedom #[obj][eq][cmd]#)
     s = re.sub(r"<br\s*/?>", " ", s)
+    s = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("<", "\u1438").replace(">", "\u1433"), s)  # `sub-<label>` is not a tag (placeholders are word characters: `_<label>_` is no emphasis)
     s = re.sub(r"<[^>]+>", "", s)
     s = re.sub(r"`([^`]*)`", r"\1", s)
     s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
@@ -391,6 +393,7 @@ def md_inline(s):
     s = re.sub(r"(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", r"\1", s)
     s = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|<%.*?%>", "", s)
     s = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>~])", r"\1", s)
+    s = s.replace("\u1438", "<").replace("\u1433", ">")
     return html.unescape(s)
 
 
