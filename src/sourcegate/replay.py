@@ -150,7 +150,9 @@ def replay_record(rec: dict, thresholds: GateThresholds, line: int = 0,
     query = rec.get("query") if isinstance(rec.get("query"), str) else None
     parts = rec.get("parts")
     if not parts:
-        gated, status = _gate(cands, thresholds, trust, _evidence_limit(rec), outweighs=_outweighs(rec))
+        # a question about a unit no passage named: the passages naming other units were flagged (`subject_named`)
+        named = [bool(c.get("subject_named", True)) for c in cands] if any("subject_named" in c for c in cands) else None
+        gated, status = _gate(cands, thresholds, trust, _evidence_limit(rec), named, outweighs=_outweighs(rec))
         changes = [PassageChange(audit_id, line, c["id"], c["doc_id"], c.get("route", "?"), g.route.value, g.reason)
                    for c, g in zip(cands, gated) if c.get("route") != g.route.value]
         if rec.get("status") != status.value:

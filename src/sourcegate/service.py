@@ -5,6 +5,7 @@ Abstention and premise conflict are normal results, never exceptions.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -32,12 +33,14 @@ from .gate import (
     guidance,
 )
 from .stated import stated_values
+from . import text as T
+from .units import AbsentUnit, absent_note, absent_unit, names_another_unit
 from .judges import Judge, JudgeInput, Judgement, PassageJudgement, make_judge
 from .judge_guard import guard_judge
 from .location import deep_link
 from .models import Candidate
 from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge, names_subject, plan
-from .filters import FilterError, described, search_filters
+from .filters import FilterError, described, filter_choices, search_filters
 from .retrieve import RetrievalSettings, Retriever, is_multi_document
 from .settings import Settings
 from .store import SearchFilters, Store, open_store
@@ -162,6 +165,8 @@ class _PartRun:
     retrieve_s: float
     judge_s: float
     route_s: float
+    # the units the question names that no passage found names, and those the passages name instead
+    absent: AbsentUnit | None = None
 
     @property
     def evidence(self) -> list[tuple[Candidate, PassageJudgement]]:
@@ -358,6 +363,10 @@ class SourceGate:
         else:
             written = self.writer.write(query, status, [c for c, _ in ev], [c for c, _ in cf],
                                         search_text=runs[0].bridged.text, on_event=_inert_events(on_event))
+            if status is Status.INSUFFICIENT and runs[0].absent is not None:
+                # say which units the library's passages are about, so the person can ask about one of them
+                note = absent_note(runs[0].absent, french=T.language(query) == "fr")
+                written = dataclasses.replace(written, text=f"{written.text}\n\n{note}")
         t_done = time.perf_counter()
 
         timings = {
@@ -454,6 +463,11 @@ class SourceGate:
         except FilterError as e:
             raise QueryError(str(e)) from None
 
+    def filter_choices(self) -> dict[str, Any]:
+        """The metadata keys a question can filter on and their values, from the library's current
+        documents (`filters.filter_choices`): `GET /v1/filters`, the web page's selects."""
+        return filter_choices(self._library_documents())
+
     def _library_documents(self) -> list:
         """The library's document records (for checking filters), kept for a minute like the
         planner's identifiers."""
@@ -478,6 +492,13 @@ class SourceGate:
         named = None
         if multi and part.subject:
             named = [names_subject(part.subject, c.title, c.heading, c.text, c.doc_id, c.url) for c in candidates]
+        # a unit the library lacks: the question names one that no passage found names, and passages name
+        # others; those are about another unit and count neither as evidence nor as conflict
+        absent = absent_unit(query, [(f"{c.title}\n{c.heading or ''}", c.text) for c in candidates],
+                             also=[f"{c.doc_id}\n{c.url or ''}" for c in candidates])
+        if absent is not None:
+            other = [not names_another_unit(f"{c.title}\n{c.heading or ''}", c.text) for c in candidates]
+            named = other if named is None else [a and b for a, b in zip(named, other)]
         for c, j in zip(candidates, judgement.results):
             c.quote = j.quote  # the sentence that answers, for the extractive answer
             c.tier = self.trust.tier(c.source_type)
@@ -495,7 +516,7 @@ class SourceGate:
             c.gate_why = addressed_to_ai(c, g.reason, [x for x in candidates if x.doc_id == c.doc_id])
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
-                        t1 - t0, t2 - t1, t3 - t2)
+                        t1 - t0, t2 - t1, t3 - t2, absent)
 
     def _document_injection(self, candidates: list[Candidate]) -> list[float | None] | None:
         """Each candidate's document's highest injection probability as ingest read it: the local judge's
@@ -557,7 +578,7 @@ class SourceGate:
                  **({"document_injection": d} if local_judge and (d := injection_of_document(c)) is not None else {}),
                  **({"why": c.gate_why} if c.gate_why else {}),
                  **({"part": n} if multi else {}),
-                 **({"subject_named": r.named[i]} if multi and r.named is not None else {})}
+                 **({"subject_named": r.named[i]} if r.named is not None else {})}
                 for n, r in enumerate(runs) for i, (c, j, rt, reason) in enumerate(r.final)
             ],
             "status": result.status,
@@ -577,6 +598,8 @@ class SourceGate:
             },
             "timings_ms": result.timings_ms,
             "query_bridge": {"language": runs[0].bridged.language, "added_terms": runs[0].bridged.added_terms},
+            **({"absent_unit": {"asked": runs[0].absent.asked, "covered": runs[0].absent.covered}}
+               if not multi and runs[0].absent is not None else {}),
         }
         if multi:
             # Each part was gated on its own candidates (`part` in each candidate): replay re-gates
