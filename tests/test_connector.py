@@ -64,7 +64,8 @@ def test_the_connector_is_generated_from_the_openapi_document(tmp_path):
     assert json.loads((tmp_path / "c" / "apiProperties.json").read_text()) == _load("apiProperties.json")
     # Every action of the OpenAPI document that answers JSON is in the connector; the event stream is not.
     doc = openapi_document(Settings(_env_file=None, mcp_api_key="k"), "https://sourcegate.example.org")
-    assert set(fresh["paths"]) == {"/v1/ask", "/v1/audit/{audit_id}"} and "/v1/ask/stream" in doc["paths"]
+    assert set(fresh["paths"]) == {"/v1/ask", "/v1/filters", "/v1/audit/{audit_id}"} and "/v1/ask/stream" in doc["paths"]
+    assert fresh["paths"]["/v1/filters"]["get"]["operationId"] == "ListFilters"
     assert fresh["paths"]["/v1/ask"]["post"]["operationId"] == "AskQuestion"
     assert fresh["host"] == "sourcegate.example.org" and fresh["schemes"] == ["https"]
 

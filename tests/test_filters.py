@@ -321,3 +321,89 @@ def test_passages_of_one_document_are_not_sources_that_disagree(tmp_path):
     warnings = conflict_warnings(both.status, [p.model_dump() for p in both.evidence], [])
     assert len(warnings) == 1 and "disagree" in warnings[0], warnings
     assert warnings[0].count("(hg-7.md)") == 1 and warnings[0].count("(hg-8.md)") == 1, warnings
+
+
+# -- GET /v1/filters: what a question can filter on (the web page's selects) -------------------------
+
+def test_the_filters_endpoint_lists_the_librarys_keys_and_values(gate):
+    """On a real SQLite library (two manuals of different `model`, a sidecar `site`): each key once
+    with its values, each value one that selects its documents when sent back in `filters`."""
+    with TestClient(create_app(gate.settings, gate)) as client:
+        r = client.get("/v1/filters")
+        assert r.status_code == 200, r.text
+        listed = r.json()
+        assert listed == {"filters": [
+            {"key": "model", "values": [{"value": "HG-3", "label": "HG-3"}, {"value": "HG-5", "label": "HG-5"}],
+             "more_values": 0},
+            {"key": "product", "values": [{"value": "homogeniser", "label": "homogeniser"}], "more_values": 0},
+            {"key": "site", "values": [{"value": "north", "label": "north"}], "more_values": 0},
+        ], "more_keys": 0}
+        for f in listed["filters"]:
+            for v in f["values"]:
+                ok = client.post("/v1/ask", json={"query": Q, "filters": {f["key"]: v["value"]}})
+                assert ok.status_code == 200 and ok.json()["evidence"], (f["key"], v, ok.text)
+        doc = client.get("/openapi.json").json()
+    op = doc["paths"]["/v1/filters"]["get"]
+    assert op["operationId"] == "ListFilters" and {"200", "401", "503"} <= set(op["responses"])
+    schema = op["responses"]["200"]["content"]["application/json"]["schema"]
+    assert sorted(schema["properties"]) == ["filters", "more_keys"]
+    import jsonschema
+
+    jsonschema.validate(listed, schema)  # the reply is what the document (and the connector) declares
+
+
+def test_the_filters_endpoint_is_behind_the_key_and_host_checks(gate):
+    keyed = gate.settings.model_copy(update={"mcp_api_key": "the-key"})
+    with TestClient(create_app(keyed, gate)) as client:
+        assert client.get("/v1/filters").status_code == 401
+        assert client.get("/v1/filters", headers={"x-api-key": "wrong"}).status_code == 401
+        assert client.get("/v1/filters", headers={"x-api-key": "the-key", "host": "evil.example"}).status_code == 421
+        r = client.get("/v1/filters", headers={"x-api-key": "the-key"})
+    assert r.status_code == 200 and [f["key"] for f in r.json()["filters"]] == ["model", "product", "site"]
+
+
+def test_the_filters_endpoint_lists_current_values_neutralised(hostile_gate):
+    """No withdrawn document's value, no control character, labels inert as Markdown; the value is
+    the text that selects the document."""
+    from markdown_render import active_markup
+
+    with TestClient(create_app(hostile_gate.settings, hostile_gate)) as client:
+        r = client.get("/v1/filters")
+        assert r.status_code == 200, r.text
+        assert not any(ch in r.text for ch in (ESC, BEL, "\\u001b", "\\u0007"))
+        listed = {f["key"]: f["values"] for f in r.json()["filters"]}
+        assert sorted(listed) == ["model", "product"]
+        assert "OLD-SECRET" not in r.text and not any(d.id in r.text for d in hostile_gate.store.list_documents())
+        assert "HG-8" in [v["value"] for v in listed["model"]]
+        for values in listed.values():
+            for v in values:
+                assert not active_markup(v["label"]), v
+        trap = next(v for v in listed["product"])
+        assert active_markup(trap["value"]), "the value is the text as stored, not escaped"
+        sent = client.post("/v1/ask", json={"query": Q, "filters": {"product": trap["value"]}})
+    assert sent.status_code == 200 and _docs_json(sent.json()) == {"trap.md"}
+
+
+def _docs_json(result: dict) -> set[str]:
+    return {p["doc_id"] for p in result["evidence"]}
+
+
+def test_filter_choices_are_bounded_and_say_what_was_cut():
+    from sourcegate.filters import filter_choices
+
+    docs = [DocumentRecord(id=f"d{i}", title="T", content_hash="h", status="current",
+                           metadata={"model": f"M-{i:02d}", "site": "north" if i % 2 else "south",
+                                     **({"line": "L1"} if i == 0 else {})}) for i in range(30)]
+    docs.append(DocumentRecord(id="old", title="T", content_hash="h", status="archived",
+                               metadata={"model": "M-OLD", "plant": "gone"}))
+    cut = filter_choices(docs, max_keys=2, max_values=5)
+    # keys held by most documents first; values in order, the rest counted
+    assert [f["key"] for f in cut["filters"]] == ["model", "site"] and cut["more_keys"] == 1
+    assert [v["value"] for v in cut["filters"][0]["values"]] == ["M-00", "M-01", "M-02", "M-03", "M-04"]
+    assert cut["filters"][0]["more_values"] == 25 and cut["filters"][1]["more_values"] == 0
+    whole = filter_choices(docs)
+    assert [f["key"] for f in whole["filters"]] == ["model", "site", "line"] and whole["more_keys"] == 0
+    assert "M-OLD" not in str(whole) and "plant" not in str(whole)
+    # a library with no metadata keys offers no filter (the page then shows no controls)
+    plain = [DocumentRecord(id="a", title="A", content_hash="h", status="current", source_type="manual", version="2")]
+    assert filter_choices(plain) == {"filters": [], "more_keys": 0}

@@ -239,3 +239,71 @@ def test_page_shows_the_key_message_alone(tmp_path):
     lines = [line.strip() for line in shown.splitlines() if line.strip()]
     assert lines == ["No answer: the server could not answer this question",
                      "this server needs its API key: type it in the API key box and ask again"], lines
+
+
+@pytest.fixture()
+def two_models_library(tmp_path):
+    """Two air-conditioner manuals that answer the same question for different `model`s, and a
+    withdrawn one."""
+    from sourcegate.cli import run_ingest
+    from sourcegate.settings import Settings
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    for model, weeks, status in (("AC-300", 2, "current"), ("AC-400", 6, "current"), ("AC-100", 9, "withdrawn")):
+        (lib / f"{model.lower()}.md").write_text(
+            f"---\ntitle: {model} air conditioner manual\nmodel: {model}\nstatus: {status}\n---\n"
+            f"# {model} air conditioner manual\n\nThe air filter is cleaned every {weeks} weeks: "
+            f"slide the air filter out and rinse it.\n", encoding="utf-8")
+    settings = Settings(_env_file=None, home=tmp_path / "home", audit_log_path=tmp_path / "audit.jsonl",
+                        mcp_allowed_hosts="")
+    report = run_ingest(settings, [lib], prune=False, quiet=True)
+    assert not report.failed, report.failed
+    return settings
+
+
+AC = "How often is the air filter cleaned?"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_offers_the_librarys_filters(two_models_library, tmp_path):
+    """A person picks a model in the page's select ("any" by default) and asks: the answer cites
+    only that model's manual, and the audit record keeps the filter. The withdrawn model is not
+    offered."""
+    import json
+
+    from test_ask_stream import headless_page
+
+    gate = make_gate(two_models_library)
+    unfiltered = gate.ask(AC, interface="python")
+    assert {p.doc_id for p in unfiltered.evidence} == {"ac-300.md", "ac-400.md"}, unfiltered
+    try:
+        with running_server(create_app(two_models_library, gate)) as base:
+            with headless_page(f"{base}/", tmp_path / "profile") as wait_for:
+                options = wait_for('Array.from(document.querySelectorAll("#filters select[data-key=model] option"))'
+                                   '.map(o => o.textContent + "=" + o.value).join("|")')
+                visible = wait_for('String(!document.getElementById("filters").hidden)')
+                wait_for('(() => { const s = document.querySelector("#filters select[data-key=model]");'
+                         ' s.value = "AC-300"; s.dispatchEvent(new Event("change"));'
+                         f' document.getElementById("query").value = {json.dumps(AC)};'
+                         ' document.getElementById("ask").click(); return "asked"; })()')
+                dom = wait_for(PAGE_DONE)
+                sources = _visible_text(wait_for, "citations")
+    finally:
+        gate.close()
+    assert options == "any=|AC-300=AC-300|AC-400=AC-400" and visible == "true"
+    assert 'class="status answer_from_evidence"' in dom, dom[-3000:]
+    assert "AC-300 air conditioner manual" in sources and "AC-400" not in sources, sources
+    from sourcegate.audit import read_records
+
+    web = [rec for _, rec, _ in read_records(two_models_library.audit_path) if rec and rec.get("interface") == "web"]
+    assert len(web) == 1 and web[0]["retrieval"]["filters"] == {"model": "AC-300"}
+    assert {c["doc_id"] for c in web[0]["candidates"]} == {"ac-300.md"}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium) - real-browser test skipped")
+def test_page_shows_no_filter_controls_for_a_library_without_metadata(tmp_path):
+    """The demo library has no metadata keys: the page offers no select, and asks as before."""
+    dom, err = _page_dom(make_settings(tmp_path / "audit.jsonl"), tmp_path, Q)
+    assert 'id="status" class="status answer_from_evidence"' in dom, (dom[-2000:], err[-2000:])
+    assert re.search(r'<fieldset id="filters"[^>]* hidden', dom) and "<select" not in dom, dom[:3000]

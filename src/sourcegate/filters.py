@@ -13,7 +13,8 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Mapping
 
-from .ingest.metadata import ALIASES, OUT_OF_SERVICE
+from .ingest.metadata import ALIASES, EXTRA_KEY, OUT_OF_SERVICE
+from .inert import inert_markup
 from .normalize import metadata_text
 from .store.base import DocumentRecord, SearchFilters
 
@@ -22,6 +23,9 @@ MAX_VALUE_CHARS = 200
 MAX_FILTERS = 16
 # How many of a key's values an error message lists.
 SHOWN_VALUES = 12
+# What `GET /v1/filters` (the web page's selects) lists: at most this many keys, this many values each.
+LISTED_KEYS = 16
+LISTED_VALUES = 50
 
 
 class FilterError(ValueError):
@@ -116,6 +120,42 @@ def search_filters(filters: Mapping[str, object] | None, documents: list[Documen
         archived = "" if "status" in wanted or include_archived else " (archived revisions are left out)"
         raise FilterError(f"no document matches {shown}{archived}: {held}")
     return chosen
+
+
+def filter_choices(documents: list[DocumentRecord], max_keys: int = LISTED_KEYS,
+                   max_values: int = LISTED_VALUES) -> dict[str, object]:
+    """The metadata keys a question can filter on (front matter, sidecar and HTML `<meta>` keys:
+    `model`, `product`) with their values among the library's current documents: what
+    `GET /v1/filters` answers and the web page offers as selects.
+
+    Archived (withdrawn, superseded) revisions are left out, as a filter leaves them out, and so
+    are document ids and the fields every document has (`source_type`, `version`, `status`).
+    Each value comes twice: `value`, the text to send back in `filters` (as ingest stores it and a
+    filter compares it: what a reader sees, no control or invisible character) and `label`, the
+    same as inert Markdown (`inert.inert_markup`) for a client that renders it. Keys held by most
+    documents come first, values in order; at most `max_keys` keys and `max_values` values of each,
+    and `more_keys` / `more_values` count what was cut."""
+    values: dict[str, set[str]] = {}
+    held: dict[str, int] = {}
+    for d in documents:
+        if d.status == "archived":
+            continue
+        for key, raw in d.metadata.items():
+            value = metadata_text(raw) if isinstance(raw, str) else ""
+            # a key as ingest writes them (an index written otherwise is not listed), a value a filter takes
+            if not EXTRA_KEY.fullmatch(key) or key in ("doc_id", *COLUMNS) or not value \
+                    or len(value) > MAX_VALUE_CHARS:
+                continue
+            values.setdefault(key, set()).add(value)
+            held[key] = held.get(key, 0) + 1
+    keys = sorted(values, key=lambda k: (-held[k], k))
+    listed = []
+    for key in keys[:max_keys]:
+        found = sorted(values[key])
+        listed.append({"key": key,
+                       "values": [{"value": v, "label": inert_markup(v) or ""} for v in found[:max_values]],
+                       "more_values": max(0, len(found) - max_values)})
+    return {"filters": listed, "more_keys": max(0, len(keys) - max_keys)}
 
 
 def described(chosen: SearchFilters | None) -> dict[str, str]:

@@ -172,7 +172,7 @@ def _origin_allowed(security: TransportSecuritySettings, origin: str) -> bool:
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
-    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/healthz", "/readyz", "/metrics", "/openapi.json"):
+    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/v1/filters", "/healthz", "/readyz", "/metrics", "/openapi.json"):
         return path.rstrip("/") or "/"
     return "other"
 
@@ -781,6 +781,19 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         if failure is not None:
             await refusal(failure)(scope, receive, send)
 
+    async def rest_filters(request: Request) -> Response:
+        """The metadata keys a question can filter on and their values (`filters.filter_choices`):
+        what the web page offers as selects. Behind the same Host and API-key checks as /v1/ask."""
+        try:
+            g = await holder.get()
+            choices = await anyio.to_thread.run_sync(g.filter_choices)
+        except Unavailable as e:
+            return refusal(e)
+        except StoreUnavailable as e:
+            log.error("the store cannot be reached", extra={"request_id": current_request_id.get(), "error": str(e)})
+            return _json_error(503, STORE_UNAVAILABLE, {"retry-after": str(STORE_RETRY_S)})
+        return JSONResponse(choices)
+
     async def audit_record(request: Request) -> Response:
         if not audit_lookup:
             return _json_error(403, AUDIT_LOOPBACK_ONLY)
@@ -849,6 +862,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/v1/ask", rest_ask, methods=["POST"]),
         Route("/v1/ask/stream", _AsgiEndpoint(rest_ask_stream), methods=["POST"]),
+        Route("/v1/filters", rest_filters, methods=["GET"]),
         Route("/v1/audit/{audit_id}", audit_record, methods=["GET"]),
         Route("/mcp", mcp_endpoint),
     ]

@@ -48,6 +48,33 @@ def _stream_schema() -> dict[str, Any]:
                        'event: result\ndata: {"status": "answer_from_evidence", "answer": "...", ...}\n\n'}
 
 
+FILTERS_LIST_DESCRIPTION = (
+    "The metadata keys a question can filter on (front matter, sidecar and HTML <meta> keys such as "
+    "`model` or `product`) and their values among the library's current documents (archived, withdrawn "
+    "or superseded revisions are left out; document ids are never listed). Send a `value` back in "
+    "AskQuestion's `filters` (`{\"model\": \"HG-3\"}`); `label` is the same text as inert Markdown, for "
+    "display. Keys held by most documents come first; `more_keys` and each key's `more_values` count "
+    "what the list leaves out. An empty `filters` list: the library has no such keys. `source_type`, "
+    "`version`, `status` and `doc_id` (an id prefix) are accepted as filters too, without a list."
+)
+
+
+def _filters_list_schema() -> dict[str, Any]:
+    value = {"type": "object", "properties": {
+        "value": {"type": "string", "description": "The text to send in `filters`."},
+        "label": {"type": "string", "description": "The value as inert Markdown, for display."}},
+        "required": ["value", "label"]}
+    key = {"type": "object", "properties": {
+        "key": {"type": "string", "description": "The filter key (a metadata key of the documents)."},
+        "values": {"type": "array", "items": value, "description": "Its values, in order."},
+        "more_values": {"type": "integer", "description": "How many more values the list leaves out."}},
+        "required": ["key", "values", "more_values"]}
+    return {"type": "object", "properties": {
+        "filters": {"type": "array", "items": key, "description": "One entry per key; empty when there is none."},
+        "more_keys": {"type": "integer", "description": "How many more keys the list leaves out."}},
+        "required": ["filters", "more_keys"]}
+
+
 def _question_body(settings: Settings) -> dict[str, Any]:
     return {
         "required": True,
@@ -106,6 +133,19 @@ def openapi_document(settings: Settings, server_url: str) -> dict[str, Any]:
                                                "(or error).",
                                 "content": {"text/event-stream": {"schema": _stream_schema()}}},
                         "400": err, "401": err, "413": err, "422": err, "503": busy,
+                    },
+                }
+            },
+            "/v1/filters": {
+                "get": {
+                    "operationId": "ListFilters",
+                    "summary": "List the filters a question can use",
+                    "x-ms-summary": "List the filters a question can use",
+                    "description": FILTERS_LIST_DESCRIPTION,
+                    "responses": {
+                        "200": {"description": "The library's filter keys and their values.",
+                                "content": {"application/json": {"schema": _filters_list_schema()}}},
+                        "401": err, "503": busy,
                     },
                 }
             },
