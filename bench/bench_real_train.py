@@ -42,7 +42,12 @@ LIBS = REPO / ".cache" / "real_train"
 def library(part: str) -> Path:
     """One source's library alone (its questions and every passage of every document they name), built once."""
     out = LIBS / part
-    if not (out / "questions.jsonl").exists():
+    parts = list((TRAIN / "parts").glob(f"{part}.*jsonl")) + list((TRAIN / "parts").glob(f"{part}.jsonl")) \
+        if part in SHARED_PARTS else list((REPO / "training" / "people" / "parts").glob(f"{part}*.jsonl"))
+    built = out / "questions.jsonl"
+    if built.exists() and any(p.stat().st_mtime > built.stat().st_mtime for p in parts):
+        built.unlink()  # a part changed since: build again
+    if not built.exists():
         out.mkdir(parents=True, exist_ok=True)
         if part in SHARED_PARTS:
             cmd = [sys.executable, str(TRAIN / "build.py"), "--only", part, "--out", str(out)]
