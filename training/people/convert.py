@@ -384,16 +384,20 @@ def md_inline(s):
     s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)          # links
     s = re.sub(r"(?<![\]#])\[([^\]]*)\]\[[^\]]*\](?![\[#])", r"\1", s)  # reference links, not [a][b][c] chains (Jeedom #[obj][eq][cmd]#)
     s = re.sub(r"<br\s*/?>", " ", s)
-    s = re.sub(r"`[^`]*`", lambda m: m.group(0).replace("<", "\u1438").replace(">", "\u1433"), s)  # `sub-<label>` is not a tag (placeholders are word characters: `_<label>_` is no emphasis)
+    code = []  # code spans are kept verbatim: `sub-<label>` is no tag, `*_bold.json` and `'_'` are no emphasis
+
+    def keep(m):
+        code.append(m.group(1))
+        return f"\x02{len(code) - 1}\x03"
+    s = re.sub(r"`([^`]*)`", keep, s)
     s = re.sub(r"<[^>]+>", "", s)
-    s = re.sub(r"`([^`]*)`", r"\1", s)
     s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
     s = re.sub(r"(?<!\w)__(.+?)__(?!\w)", r"\1", s)
     s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", s)
     s = re.sub(r"(?<![\w])_(?!\s)([^_]+?)(?<!\s)_(?![\w])", r"\1", s)
     s = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|<%.*?%>", "", s)
     s = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>~])", r"\1", s)
-    s = s.replace("\u1438", "<").replace("\u1433", ">")
+    s = re.sub(r"\x02(\d+)\x03", lambda m: code[int(m.group(1))], s)
     return html.unescape(s)
 
 
