@@ -170,6 +170,7 @@ RST_ADMON = ("note", "warning", "caution", "important", "tip", "attention", "dan
              "versionadded", "versionchanged", "deprecated", "rubric", "list-table", "table",
              "container", "sidebar", "centered", "hlist",
              "tabs", "tab", "group-tab", "highlights")  # sphinx-tabs (OPNsense option tables sit in tabs)
+RST_NOTE = ("note", "warning", "caution", "important", "tip", "attention", "danger", "hint", "error")
 RST_CODE = ("code-block", "code", "sourcecode", "parsed-literal", "highlight-block", "prompt")
 
 
@@ -177,14 +178,19 @@ def rst_inline(s):
     s = re.sub(r":(?:ref|doc|term|abbr|command|program|option|file|guilabel|menuselection|kbd|envvar|samp|class|meth|func|mod|py:\w+|rfc|pep|dfn|manpage|config:option|oslo.config:option|oslo.config:group)?:`([^`<]*?)\s*<[^>]*>`", r"\1", s)
     s = re.sub(r":([\w.:-]+):`([^`]*)`", lambda m: m.group(2).split("/")[-1] if m.group(2).startswith("/") and m.group(1) in ("doc", "ref") else m.group(2), s)  # a :code:`/path/` keeps its path
     s = re.sub(r"`([^`<]+?)\s*<[^>]*>`__?", r"\1", s)
-    s = re.sub(r"``(.+?)``", r"\1", s)
+    lit = []  # ``literals`` kept verbatim: ``foo/**/bar`` is no strong emphasis, ``a\b`` no escape
+
+    def keep(m):
+        lit.append(m.group(1))
+        return f"\x02{len(lit) - 1}\x03"
+    s = re.sub(r"``(.+?)``", keep, s)
     s = re.sub(r"`([^`]+)`_{1,2}", r"\1", s)
     s = re.sub(r"`([^`]+)`", r"\1", s)
     s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
     s = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"\1", s)
     s = re.sub(r"\|([\w -]+)\|", r"\1", s)
     s = re.sub(r"\\(.)", r"\1", s)
-    return s
+    return re.sub(r"\x02(\d+)\x03", lambda m: lit[int(m.group(1))], s)
 
 
 def rst_table(lines, i):
@@ -319,10 +325,13 @@ def convert_rst(text):
                     if any(cells):
                         blocks.append(("p", " | ".join(c for c in cells if c)))
             elif name in RST_ADMON:
-                if arg and name not in ("only", "list-table", "table", "highlight"):
-                    para.append(arg)
                 dedent = min([indent_of(b) for b in body if b.strip()] or [0])
-                sub = convert_rst("\n".join(b[dedent:] for b in body))
+                text_lines = [b[dedent:] for b in body]
+                if arg and name in RST_NOTE and body and body[0].strip():  # ".. note:: first line" continued below: one paragraph
+                    text_lines.insert(0, arg)
+                elif arg and name not in ("only", "list-table", "table", "highlight"):
+                    para.append(arg)
+                sub = convert_rst("\n".join(text_lines))
                 flush()
                 blocks.extend(sub)
             # other directives (include, toctree, image, figure, end, path, ...) dropped
