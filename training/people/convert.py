@@ -700,10 +700,43 @@ ADOC_ATTRS = {"pve": "Proxmox VE", "PVE": "Proxmox VE", "proxmoxGmbh": "Proxmox 
               "pricing-url": "https://proxmox.com/en/proxmox-virtual-environment/pricing"}
 ADOC_SKIP = ("manvolnum", "wiki")  # ifdef:: blocks only for man pages or the wiki (NAME, SYNOPSIS, See Also)
 
+# attributes of the Zalando API guidelines (index.adoc), applied to documents that use its rule keywords:
+# {MUST}, {PUT}, {404}, {cursor}, {ETag} are plain words; {RFC-9110}#section[text] a link ({id} stays: URL templates)
+_GUIDE_WORDS = ("MUST SHOULD MAY GET PUT POST PATCH DELETE HEAD OPTIONS TRACE ALL x00 2xx 3xx 4xx 5xx use document "
+                "q sort fields embed offset cursor limit xyz_id created created_at modified modified_at type href "
+                "first prev self next last query items Idempotency-Key X-Flow-ID X-Tenant-ID X-Sales-Channel "
+                "X-Frontend-Type X-Device-Type X-Device-OS X-Mobile-Advertising-ID X-App-Domain x-extensible-enum "
+                "ETag If-Match If-None-Match Last-Modified If-Modified-Since If-Unmodified-Since If-Range Accept "
+                "Accept-Charset Accept-Encoding Accept-Language Expect Content-Type Content-Encoding Content-Language "
+                "Content-Length Content-Location Content-Range Content-Disposition Location Retry-After Vary "
+                "Cache-Control Expires Prefer Preference-Applied Sunset Deprecation Warning Flow-ID").split()
+GUIDE_ATTRS = {w: w for w in _GUIDE_WORDS}
+GUIDE_ATTRS.update({str(c): str(c) for c in range(100, 600)})
+GUIDE_ATTRS.update({f"rfc-status-{c}": "" for c in range(100, 600)})
+GUIDE_ATTRS.update({f"RFC-{n}": f"https://tools.ietf.org/html/rfc{n}" for n in range(1000, 10000)})
+GUIDE_ATTRS.update({
+    "RFC-9754": "https://tools.ietf.org/html/rfc9745", "MUST-NOT": "MUST NOT", "MUST-SHOULD": "MUST/SHOULD",
+    "MUST-SHOULD-MAY": "MUST/SHOULD/MAY", "YES": "Yes", "NO": "No", "AT": "(!)", "CODE-START": "", "CODE-END": "",
+    "dash": "–", "do-not-use": "do not use", "do-not-document": "do not document", "entity-tag": "<entity-tag>",
+    "GET-with-Body": "GET with body", "GET-with-body": "GET with body", "DELETE-with-Body": "DELETE with body",
+    "Cache-Control-no-store": "Cache-Control: no-store", "RFC-safe": "safe", "RFC-idempotent": "idempotent",
+    "RFC-cacheable": "cacheable", "e_tag": "etag", "BCP47": "https://tools.ietf.org/html/bcp47",
+    "ISO-8601": "https://en.wikipedia.org/wiki/ISO_8601", "ISO-639-1": "https://en.wikipedia.org/wiki/ISO_639-1",
+    "ISO-3166-1-alpha-2": "https://en.wikipedia.org/wiki/ISO_3166-1_alpha-2",
+    "ISO-4217": "https://en.wikipedia.org/wiki/ISO_4217", "IEEE-754-2008": "https://en.wikipedia.org/wiki/IEEE_754",
+    "GTIN": "https://en.wikipedia.org/wiki/GTIN", "ECMA-262": "https://www.ecma-international.org/ECMA-262"})
+GUIDE_ATTRS.update({k: "https://zalando.net/" + k for k in (  # internal links: only their [text] is kept
+    "api-guild nakadi-api api-audience-narrative functional-name-registry customer-naming-decision zally-ui "
+    "api-review-proc api-portal techradar-public api-repository glossary SRE-open-tracing json-schema-validation "
+    "iana-link-relations iana-media-types").split()})
+GUIDE_MARK = re.compile(r"\{(MUST|SHOULD|MAY|GET|PUT|POST|PATCH|DELETE|api-guild)\}")
+
 
 def convert_adoc(text):
     lines = text.replace("\t", "    ").split("\n")
     blocks, para, attrs = [], [], dict(ADOC_ATTRS)
+    if GUIDE_MARK.search(text):
+        attrs.update(GUIDE_ATTRS)
     i, n = 0, len(lines)
     last_attr = ""
 
