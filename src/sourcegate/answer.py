@@ -615,16 +615,17 @@ def contradicting_sentences(match: str, premise: str, c: Candidate) -> list[str]
     return best_sentences(match, c.text, 1, c.title)
 
 
-def archived_note(status: str | None, version: str | None) -> str | None:
-    """What a source list says of a source that is not current: "archived revision, version 1.0"."""
-    if status != "archived":
+def archived_note(status: str | None, version: str | None, named_revision: bool = False) -> str | None:
+    """What a source list says of a source that is not current: "archived revision, version 1.0"; a
+    revision the question named that its own text says is superseded: "superseded revision, version 1"."""
+    if status != "archived" and not named_revision:
         return None
-    return "archived revision" + (f", version {version}" if version else "")
+    return ("archived revision" if status == "archived" else "superseded revision") + (f", version {version}" if version else "")
 
 
 def citation(n: int, c: Candidate) -> Citation:
     return Citation(n, c.id, c.doc_id, c.title, c.url, c.page, c.heading, deep_link(c.url, c.page, c.heading, c.doc_id),
-                    archived_note(c.status, c.version))
+                    archived_note(c.status, c.version, c.named_revision))
 
 
 def source_line(n: int, title: str, doc_id: str, page: int | None = None, section: str | None = None,
@@ -684,6 +685,8 @@ def evidence_lines(match_text: str, evidence: list[Candidate], k: int) -> list[s
         mark = ""
         if c.tier is not None and c.tier < top:
             mark = f" ({_kind(c)}: less trusted than [1])"
+        if c.named_revision:
+            mark += f" (the revision asked{', version ' + c.version if c.version else ''}: no longer current)"
         lines += [f'- {quote_text(c, s)} [{n}]{mark}' for s in quoted(match_text, c, k)]
     return lines
 

@@ -110,6 +110,9 @@ class Candidate:
     # why it was set aside as addressed to an AI (the sentence read as such), when it was
     gate_why: str | None = None
     values: list[str] | None = None
+    # Set by the service: the question names this passage's revision ("version 1 of the procedure"), so
+    # it answers although archived or superseded, and the answer says which revision it is.
+    named_revision: bool = False
 
     def __post_init__(self) -> None:
         # Whatever a document claimed, only an http(s) URL reaches an answer, a tool result or the page.

@@ -88,7 +88,7 @@ def fuse(dense: dict[str, float], overlap: dict[str, float], lexical: dict[str, 
     return scored
 
 
-_VERSION_WORD = re.compile(r"(?i)\b(?:version|versions|release|releases|révision|revision|v)\s*$")
+_VERSION_WORD = re.compile(r"(?i)\b(?:version|versions|release|releases|révision|revision|revisions|rev\.?|v)\s*$")
 _VERSION_TOKEN = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)*)(?![\w]|\.\d)")
 
 
@@ -132,13 +132,14 @@ class Retriever:
         self._versions_lock = threading.Lock()
 
     def archived_versions(self) -> set[str]:
-        """Versions that only archived documents of the library carry (read again after a minute)."""
+        """Versions that archived documents of the library carry (read again after a minute): a question
+        that names one reads that version too ("version 1 of the seal procedure", though other documents
+        are at their version 1 and current)."""
         now = time.monotonic()
         with self._versions_lock:
             if self._versions is None or now - self._versions[0] > VERSIONS_TTL_S:
                 docs = self.store.list_documents()
-                live = {d.version for d in docs if d.version and d.status != "archived"}
-                self._versions = (now, {d.version for d in docs if d.version and d.status == "archived"} - live)
+                self._versions = (now, {d.version for d in docs if d.version and d.status == "archived"})
             return self._versions[1]
 
     def _version_filters(self, query: str, filters: SearchFilters) -> list[SearchFilters]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from .location import deep_link
 from .models import Candidate
 from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge, names_subject, plan
 from .filters import FilterError, described, filter_choices, search_filters
-from .retrieve import RetrievalSettings, Retriever, is_multi_document
+from .retrieve import RetrievalSettings, Retriever, is_multi_document, named_versions
 from .settings import Settings
 from .store import SearchFilters, Store, open_store
 from .store.base import EmbedderMismatch, store_time_budget
@@ -492,6 +493,12 @@ class SourceGate:
         named = None
         if multi and part.subject:
             named = [names_subject(part.subject, c.title, c.heading, c.text, c.doc_id, c.url) for c in candidates]
+        # a revision asked ("in version 1 of the procedure"): its passages answer although archived or
+        # superseded, and the same document's other revisions do not answer for it
+        asked = named_versions(query, {c.version for c in candidates if c.version}) if candidates else []
+        if asked:
+            judgement, revision_named = self._read_named_revision(candidates, judgement, asked)
+            named = revision_named if named is None else [a and b for a, b in zip(named, revision_named)]
         # a unit the library lacks: the question names one that no passage found names, and passages name
         # others; those are about another unit and count neither as evidence nor as conflict
         absent = absent_unit(query, [(f"{c.title}\n{c.heading or ''}", c.text) for c in candidates],
@@ -517,6 +524,25 @@ class SourceGate:
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
                         t1 - t0, t2 - t1, t3 - t2, absent)
+
+    def _read_named_revision(self, candidates: list[Candidate], judgement: Judgement,
+                             asked: list[str]) -> tuple[Judgement, list[bool]]:
+        """The passages of the revision a question names read as current (their superseded probability
+        set to 0: they are what was asked), marked `named_revision`; and for each passage whether it may
+        answer: not another revision of a document whose named revision was found."""
+        carriers = {c.id for c in candidates if c.version in asked}
+        families = {_document_family(c) for c in candidates if c.id in carriers}
+        results = []
+        for c, j in zip(candidates, judgement.results):
+            if c.id in carriers and j.scores is not None and (
+                    c.status == "archived" or j.scores.is_superseded > self.thresholds.superseded_max):
+                j = dataclasses.replace(j, scores=j.scores.model_copy(update={"is_superseded": 0.0}))
+                c.named_revision = True
+            results.append(j)
+        if not any(c.named_revision for c in candidates):
+            return judgement, [True] * len(candidates)
+        named = [c.id in carriers or _document_family(c) not in families for c in candidates]
+        return dataclasses.replace(judgement, results=results), named
 
     def _document_injection(self, candidates: list[Candidate]) -> list[float | None] | None:
         """Each candidate's document's highest injection probability as ingest read it: the local judge's
@@ -624,3 +650,12 @@ class SourceGate:
         close_writer = getattr(self.writer, "close", None)
         if close_writer is not None:
             close_writer()
+
+
+_REVISION_SUFFIX = re.compile(r"(?i)[\s_.-]*(?:\(?(?:rev(?:ision)?|version|v|r)\.?\s*\d+(?:\.\d+)*\)?)$")
+
+
+def _document_family(c: Candidate) -> str:
+    """One document across its revisions: the doc id without a revision suffix ("PROC-P200-BRG-R1" and
+    "-R2"), or, where revisions share their id, the id itself."""
+    return _REVISION_SUFFIX.sub("", c.doc_id) or c.doc_id
