@@ -248,6 +248,12 @@ def evaluate(weights_dirs: list[Path], parts: tuple[str, ...] = HELD_OUT, seed: 
         qa = [(ex["ans"], got[i].p_answer) for i, ex in enumerate(rows) if ex["kind"] == "qa"]
         pol = [(int(ex["pol"] != 2), 1 - got[i].p_open) for i, ex in enumerate(rows) if ex["kind"] == "polar"]
         nli = [(int(ex["nli"] == 2), got[i].p_contradiction) for i, ex in enumerate(rows) if ex["kind"] == "nli"]
+        if "question_only" not in out:
+            # a reader of the question alone that knew perfectly whether the question has an answer in
+            # the library: the figure a pair score must beat to show it reads the passage
+            answered = {ex["q"] for ex in rows if ex["kind"] == "qa" and ex["ans"] == 1}
+            qo = [(ex["ans"], int(ex["q"] in answered)) for ex in rows if ex["kind"] == "qa"]
+            out["question_only"] = {"answerable_auroc": round(float(roc_auc_score(*zip(*qo))), 3)}
         out[str(wd)] = {"answerable_auroc": round(float(roc_auc_score(*zip(*qa))), 3), "span_pairs": len(qa),
                         "settles_auroc": round(float(roc_auc_score(*zip(*pol))), 3), "yes_no_pairs": len(pol),
                         "premise_contradiction_auroc": round(float(roc_auc_score(*zip(*nli))), 3), "claim_pairs": len(nli)}
@@ -264,10 +270,15 @@ def main(argv=None) -> int:
                     help="passages that do not answer, per question (the held-out evaluation always reads 5)")
     ap.add_argument("--evaluate", type=Path, nargs="+", metavar="WEIGHTS_DIR",
                     help="no examples: score these readers on the held-out sources' pairs")
+    ap.add_argument("--parts", default=",".join(HELD_OUT),
+                    help="with --evaluate: the held-out sources to read (each alone with --each)")
+    ap.add_argument("--each", action="store_true", help="with --evaluate: one line per source as well")
     a = ap.parse_args(argv)
     if a.evaluate:
-        for wd, res in evaluate(a.evaluate).items():
-            print(wd, json.dumps(res))
+        parts = tuple(a.parts.split(","))
+        for group in ([parts] + ([(p,) for p in parts] if a.each else [])):
+            for wd, res in evaluate(a.evaluate, group).items():
+                print(",".join(group), wd, json.dumps(res), flush=True)
         return 0
     enc = PeopleEncoder()
     sets = {s: build(s, fits=enc.fits, max_others=a.max_others) for s in ("fit", "cal")}
