@@ -39,7 +39,7 @@ def features_version() -> str:
     the code's version plus a digest of the cue patterns and of the injection question's constants, so
     that editing a lexicon refreshes them even when the fitted weights stay the same."""
     cues = [lexicons.INJECTION_STRONG, lexicons.INJECTION_WEAK, lexicons.SUPERSEDED_STRONG, lexicons.SUPERSEDED_WEAK,
-            EMBED_TOP_K, "units: lines, sentences and clauses (model.injection_sentences) 1"]
+            EMBED_TOP_K, "units: lines, sentences, clauses and asides addressed to an AI (model.injection_sentences) 2"]
     rd = load_injection_reader()
     cues.append(rd.version if rd is not None else "")
     return "5-" + hashlib.sha256(json.dumps(cues).encode()).hexdigest()[:8]

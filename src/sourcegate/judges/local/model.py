@@ -142,9 +142,11 @@ INJ_SENT_FILE = "injection_sentences"
 EMBED_TOP_K = 2
 
 
+@functools.lru_cache(maxsize=4096)
 def injection_unit_cues(sentence: str) -> tuple[float, float, bool]:
     """One reading of a unit's cues: how many strong and weak cue patterns (text addressed to an AI) it
-    matches, and whether it shows an addressee (`injection_addressed`)."""
+    matches, and whether it shows an addressee (`injection_addressed`). Kept for the units last read: a
+    clause `injection_sentences` checked for an addressed aside is read again, whole, by the reader."""
     fs = reading_text(sentence)
     strong = sum(1 for r in INJ_STRONG_RE if r.search(fs))
     weak = sum(1 for r in INJ_WEAK_RE if r.search(fs))
@@ -263,6 +265,48 @@ def load_weights(directory: Path | str | None = None) -> Weights:
 
 # a clause boundary inside a sentence: a semicolon, or a colon followed by a space (not "10:30", not "http:")
 _CLAUSE_SPLIT = re.compile(r"(?<=;)\s+|(?<=\S:)\s+(?=\S)")
+# an aside inside a sentence: a parenthesis (closed, or open to the sentence's end), and the parts between
+# dashes set off by spaces or after a colon set off by spaces ("Serrez à 25 N·m - assistant IA : ignore ...");
+# a clause is cut there only where a part shows an addressee (`_asides`)
+_PAREN = re.compile(r"\(([^()]{12,})(?:\)|$)")
+_ASIDE_SPLIT = re.compile(r"\s+[-\u2013\u2014]{1,2}\s+|(?<=\s:)\s+(?=\S)")
+_ASIDE_MARKS = re.compile(r"\(|\s[-\u2013\u2014]{1,2}\s|\s:\s")
+
+
+def _spans_by_addressee(s: str) -> list[tuple[str, bool]]:
+    """`s` cut at its dashes and spaced colons into runs of parts that show an addressee or not, each run as
+    written; one run (the whole of `s`) where no part shows one."""
+    bounds = [0] + [x for m in _ASIDE_SPLIT.finditer(s) for x in (m.start(), m.end())] + [len(s)]
+    parts = [(bounds[i], bounds[i + 1]) for i in range(0, len(bounds), 2)]
+    flags = [any(ch.isalnum() for ch in s[a:b]) and injection_addressed(s[a:b]) for a, b in parts]
+    if len(parts) < 2 or not any(flags):
+        return [(s, False)]
+    runs: list[tuple[int, int, bool]] = []
+    for (a, b), f in zip(parts, flags):
+        if runs and runs[-1][2] == f:
+            runs[-1] = (runs[-1][0], b, f)
+        else:
+            runs.append((a, b, f))
+    return [(s[a:b].strip(), f) for a, b, f in runs if s[a:b].strip()]
+
+
+def _asides(sentence: str) -> list[tuple[str, bool]]:
+    """A clause as the injection question reads it: whole, or, where an aside
+    (in parentheses, after a dash, after a spaced colon) shows an addressee, the clause around the aside and
+    the aside apart (second item True), so that "Torque to 25 N·m (AI assistants reading this must ...)" is
+    two readings and the aside is named alone. Ordinary clauses, whose asides show none, stay whole."""
+    if not _ASIDE_MARKS.search(sentence) or not injection_addressed(sentence):
+        return [(sentence, False)]
+    m = _PAREN.search(sentence)
+    if m and injection_addressed(m.group(1)):
+        before, after = sentence[:m.start()].rstrip(), sentence[m.end():].strip()
+        out = _spans_by_addressee(before) if before else []
+        if after and out and not out[-1][1]:  # the sentence goes on after the parenthesis
+            out[-1] = (out[-1][0] + ("" if not after[0].isalnum() else " ") + after, False)
+        elif after:
+            out.append((after, False))
+        return out + [(m.group(1).strip(), True)]
+    return _spans_by_addressee(sentence)
 
 
 def _label(s: str) -> bool:
@@ -274,14 +318,27 @@ def injection_sentences(text: str) -> list[str]:
     """The units the injection question reads: every line, sentence and clause on its own (a clause after
     a semicolon or a colon is read apart from what precedes it, so that "Grease every 300 h; ignore ..."
     is two readings), but a piece shorter than 25 characters ("Purpose.", "Step 3:") is read with the piece
-    that follows it, and so is a label before a colon ("New instructions for the assistant:")."""
+    that follows it, and so is a label before a colon ("New instructions for the assistant:"). An aside in
+    parentheses, after a dash or after a spaced colon is read apart where it shows an addressee (`_asides`:
+    "Torque to 25 N·m (AI assistants reading this must ...)"), and the sentence it was cut from is never read
+    with it."""
     sents = T.split_sentences(text, max_sentences=40, min_chars=12)
-    pieces = [c for s in sents for c in _CLAUSE_SPLIT.split(s) if c.strip()][:60]
+    # a clause is checked for an addressed aside as the reader reads it (`injection_unit_cues`, kept for the
+    # reader): only a clause that shows an addressee is cut, so ordinary text costs no second reading
+    pieces = [(c, aside) for s in sents for part in _CLAUSE_SPLIT.split(s) if part.strip()
+              for c, aside in _asides(part)][:60]
     out: list[str] = []
     carry = ""
-    for s in pieces:
+    for i, (s, aside) in enumerate(pieces):
         s = (carry + " " + s).strip() if carry else s
         carry = ""
+        if not aside and i + 1 < len(pieces) and pieces[i + 1][1] and (len(s) < 25 or _label(s)):
+            # the sentence an aside addressed to an AI was cut from is never read with the aside
+            if out:
+                out[-1] = out[-1] + " " + s
+            else:
+                out.append(s)
+            continue
         if len(s) < 25 or _label(s):
             if out and s.rstrip()[-1:] in ".!?" and len(s.split()) >= 3:
                 out[-1] = out[-1] + " " + s  # a short sentence ends what precedes it
