@@ -359,3 +359,155 @@ def test_pdf_text_a_viewer_does_not_show_is_not_read(tmp_path, how):
     text = parse_pdf(_pdf_hiding(tmp_path / "p.pdf", how), "p.pdf")[0].text
     assert SHOWN in text and "Stop the pump first." in text
     assert "20,000" not in text, (how, text)
+
+
+# -- where PDF text is drawn: on the page, inside the clip, not under a later white shape ------------
+
+def _pdf_placed(path, how: str):
+    """A PDF page with SHOWN and, hidden by where it is drawn `how`, HIDDEN; a second page shown."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=(612, 792))
+    c.drawString(72, 720, SHOWN)
+    width = stringWidth(HIDDEN, "Helvetica", 12)
+    if how == "under a white rectangle":  # painted after the text, just over it, as a viewer draws it
+        c.drawString(72, 700, HIDDEN)
+        c.setFillColorRGB(1, 1, 1)
+        c.rect(70, 696, width + 4, 15, stroke=0, fill=1)
+    elif how == "under a white rectangle, moved by cm":
+        c.drawString(72, 700, HIDDEN)
+        c.saveState()
+        c.translate(70, 696)
+        c.setFillColorRGB(1, 1, 1)
+        c.rect(0, 0, width + 4, 15, stroke=1, fill=1)  # a white box with a black outline
+        c.restoreState()
+    elif how == "under a near-white rectangle in a TJ line":
+        t = c.beginText(72, 700)
+        t.textOut("Grease the P-300 bearings ")
+        t.textOut("every 20,000 hours.")  # a second show on the line: placed after the first one
+        c.drawText(t)
+        c.setFillColorRGB(0.98, 0.98, 0.98)
+        c.rect(70, 696, width + 4, 15, stroke=0, fill=1)
+    elif how == "clipped away":
+        c.saveState()
+        p = c.beginPath()
+        p.rect(300, 100, 200, 200)
+        c.clipPath(p, stroke=0, fill=0)
+        c.drawString(72, 700, HIDDEN)
+        c.restoreState()
+    elif how == "clipped away by two clips":  # each clip holds the text; where they overlap does not
+        c.saveState()
+        for box in ((60, 690, 150, 30), (260, 690, 150, 30)):
+            p = c.beginPath()
+            p.rect(*box)
+            c.clipPath(p, stroke=0, fill=0)
+        c.drawString(72, 700, HIDDEN)
+        c.restoreState()
+    elif how == "off the page, left":
+        c.drawString(-500, 700, HIDDEN)
+    elif how == "off the page, above":
+        c.drawString(72, 1500, HIDDEN)
+    elif how == "off the page, moved by cm":
+        c.saveState()
+        c.translate(0, -2000)
+        c.drawString(72, 700, HIDDEN)
+        c.restoreState()
+    elif how == "outside the crop box":
+        c.setCropBox((0, 0, 612, 760))
+        c.drawString(72, 770, HIDDEN)
+    c.showPage()
+    c.drawString(72, 720, "Stop the pump first.")
+    c.save()
+    return path
+
+
+PDF_PLACED_HIDING = ["under a white rectangle", "under a white rectangle, moved by cm",
+                     "under a near-white rectangle in a TJ line", "clipped away", "clipped away by two clips",
+                     "off the page, left", "off the page, above", "off the page, moved by cm", "outside the crop box"]
+
+
+@pytest.mark.parametrize("how", PDF_PLACED_HIDING)
+def test_pdf_text_drawn_where_a_viewer_does_not_show_it_is_not_read(tmp_path, how):
+    text = parse_pdf(_pdf_placed(tmp_path / "p.pdf", how), "p.pdf")[0].text
+    assert SHOWN in text and "Stop the pump first." in text
+    assert "20,000" not in text, (how, text)
+
+
+def test_pdf_text_drawn_where_a_viewer_shows_it_is_read(tmp_path):
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(tmp_path / "s.pdf"), pagesize=(612, 792))
+    c.saveState()  # the whole page clipped to itself, as many producers do
+    p = c.beginPath()
+    p.rect(0, 0, 612, 792)
+    c.clipPath(p, stroke=0, fill=0)
+    c.setFillColorRGB(0.9, 0.9, 0.9)  # a light-grey table cell, dark text in it
+    c.rect(60, 690, 300, 24, stroke=0, fill=1)
+    c.setFillColorRGB(0.1, 0.1, 0.1)
+    c.drawString(72, 698, "Grey cell: oil ISO VG 220.")
+    c.setFillColorRGB(0.8, 0.1, 0.1)  # a coloured header band, black and white text on it
+    c.rect(0, 740, 612, 40, stroke=0, fill=1)
+    c.setFillColorRGB(0, 0, 0)
+    c.drawString(72, 755, "Red band: P-300 manual.")
+    c.setFillColorRGB(1, 1, 1)
+    c.drawString(300, 755, "White on the band: revision 4.")
+    c.setFillColorRGB(1, 1, 1)  # a white cell background painted before its text
+    c.rect(60, 640, 300, 24, stroke=0, fill=1)
+    c.setFillColorRGB(0, 0, 0)
+    c.drawString(72, 648, "White cell: torque 40 Nm.")
+    c.restoreState()
+    c.saveState()  # text inside a cell's clip
+    p = c.beginPath()
+    p.rect(60, 590, 300, 24)
+    c.clipPath(p, stroke=0, fill=0)
+    c.drawString(72, 598, "Clipped to its cell: drain monthly.")
+    c.restoreState()
+    c.drawString(72, 560, "Beside a white box: check the seals.")
+    c.setFillColorRGB(1, 1, 1)  # a white box painted later, beside the text and below it
+    c.rect(400, 550, 100, 30, stroke=0, fill=1)
+    c.rect(72, 500, 300, 40, stroke=0, fill=1)
+    c.setFillColorRGB(0, 0, 0)
+    c.drawString(72, 470, "Under a faint white veil: vent the casing.")
+    c.saveState()
+    c.setFillAlpha(0.3)  # see-through: the text shows through it
+    c.setFillColorRGB(1, 1, 1)
+    c.rect(70, 466, 300, 16, stroke=0, fill=1)
+    c.restoreState()
+    c.drawString(-20, 440, "Nudged past the margin: start the motor.")
+    c.rotate(90)  # rotated text on the page
+    c.drawString(200, -580, "Rotated: P-300 serial plate.")
+    c.showPage()
+    c.save()
+    text = " ".join(parse_pdf(tmp_path / "s.pdf", "s.pdf")[0].text.split())
+    for shown in ("Grey cell: oil ISO VG 220.", "Red band: P-300 manual.", "White on the band: revision 4.",
+                  "White cell: torque 40 Nm.", "Clipped to its cell: drain monthly.",
+                  "Beside a white box: check the seals.", "Under a faint white veil: vent the casing.",
+                  "past the margin: start the motor.", "Rotated: P-300 serial plate."):
+        assert shown in text, (shown, text)
+
+
+def test_pdf_text_under_a_white_box_is_measured_with_its_fonts_widths(tmp_path):
+    """With an embedded font (its /Widths), a box just over a line hides it; one over half of a
+    line does not (the rest of the line shows)."""
+    from pathlib import Path
+
+    import reportlab
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    pdfmetrics.registerFont(TTFont("Vera", str(Path(reportlab.__file__).parent / "fonts" / "Vera.ttf")))
+    c = canvas.Canvas(str(tmp_path / "v.pdf"), pagesize=(612, 792))
+    c.setFont("Vera", 12)
+    c.drawString(72, 720, SHOWN)
+    c.drawString(72, 700, HIDDEN)
+    c.drawString(72, 680, "Half under a white box: check the seals.")
+    c.setFillColorRGB(1, 1, 1)
+    c.rect(71, 697, stringWidth(HIDDEN, "Vera", 12) + 2, 13, stroke=0, fill=1)
+    c.rect(71, 677, stringWidth("Half under a white box: check the seals.", "Vera", 12) / 2, 13, stroke=0, fill=1)
+    c.save()
+    text = parse_pdf(tmp_path / "v.pdf", "v.pdf")[0].text
+    assert SHOWN in text and "Half under a white box: check the seals." in text
+    assert "20,000" not in text, text

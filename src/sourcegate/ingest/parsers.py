@@ -777,9 +777,12 @@ def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str
 # (neither filled nor stroked) or 7 (a clip only); a fill (modes 0, 4) or stroke (1, 5) colour, or
 # both (2, 6), that does not stand out from the white page where nothing else was painted before it
 # (`visibility.stands_out`: white, near-white); glyphs under MIN_TEXT_PT high or wide after the
-# font size, the text matrix, the horizontal scaling (`0 Tz`) and the transformation matrix. A page
-# whose only text is invisible and that draws an image is a scan's OCR layer (the image shows that
-# text): it is kept; without an image it is not. Text inside form XObjects is not looked at.
+# font size, the text matrix, the horizontal scaling (`0 Tz`) and the transformation matrix; and
+# where it is drawn: off the page (outside the MediaBox or CropBox), outside the clip (the
+# bounding box of each clipping path, intersected), or under an opaque rectangle of the page's
+# white (or near-white) painted after it. A page whose only text is invisible and that draws an
+# image is a scan's OCR layer (the image shows that text): it is kept; without an image it is not.
+# Text inside form XObjects is not looked at. Any page with text sets a font (`Tf`): it is walked.
 _MAY_HIDE = re.compile(rb"\b[1-7]\s+Tr\b|\bg\b|\brg\b|\bk\b|\bscn?\b|\bTz\b|\bTf\b|\bcm\b")
 _SHOW_TEXT = (b"Tj", b"TJ", b"'", b'"')
 _FILLS = (b"f", b"F", b"f*", b"B", b"B*", b"b", b"b*")
@@ -815,15 +818,201 @@ def _mul(m, n):
     return (a * A + b * C, a * B + b * D, c * A + d * C, c * B + d * D, e * A + f * C + E, e * B + f * D + F)
 
 
-def _invisible_text_ops(operations, images: frozenset = frozenset()) -> tuple[list, int, int]:
+# Where text is drawn. A show's box is estimated from the glyph widths its font gives (`/Widths`,
+# a CID font's `/W` and `/DW`); where the font gives none (the standard 14 fonts), 0.4 em a glyph
+# for the box a later shape must cover, 0.8 em (more than the average of any text but a row of Ws)
+# for the box that must lie off the page or outside the clip: text partly shown is kept.
+# Vertically, the box a shape must cover is the glyphs' core (baseline to 0.6 em), the one that
+# must lie outside is -0.3 to 1 em.
+# Later white rectangles are tested against earlier shows, the MAX_COVERS largest on a page.
+MAX_COVERS = 64
+_NOWHERE = (float("inf"), float("inf"), float("-inf"), float("-inf"))  # an empty clip
+
+
+def _apply(m, x: float, y: float) -> tuple[float, float]:
+    return m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5]
+
+
+def _box(m, x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
+    """The device-space bounding box of the rectangle (x0, y0)-(x1, y1) under matrix m."""
+    pts = [_apply(m, x, y) for x in (x0, x1) for y in (y0, y1)]
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _meet(a, b):
+    """The intersection of two boxes; _NOWHERE when they do not overlap."""
+    x0, y0, x1, y1 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+    return (x0, y0, x1, y1) if x0 < x1 and y0 < y1 else _NOWHERE
+
+
+def _overlaps(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def _contains(outer, inner, slack: float = 0.01) -> bool:
+    return (outer[0] <= inner[0] + slack and outer[1] <= inner[1] + slack and inner[2] <= outer[2] + slack
+            and inner[3] <= outer[3] + slack)
+
+
+def _font_metrics(font) -> tuple[int, dict, float | None]:
+    """(bytes a glyph code, widths by code in 1/1000 em, the width of codes not listed or None)."""
+    font = font.get_object()
+    if font.get("/Subtype") == "/Type0":
+        widths: dict = {}
+        desc = font["/DescendantFonts"][0].get_object()
+        w = desc.get("/W")
+        w = list(w.get_object()) if w is not None else []
+        i, listed = 0, 0
+        while i < len(w) and listed < 65536:
+            first = int(w[i])
+            nxt = w[i + 1].get_object() if i + 1 < len(w) else None
+            if isinstance(nxt, list):
+                for k, v in enumerate(nxt[:65536]):
+                    widths[first + k] = float(v)
+                listed += len(nxt)
+                i += 2
+            else:
+                last = min(int(nxt), first + 65535) if nxt is not None else first
+                for code in range(first, last + 1):
+                    widths[code] = float(w[i + 2])
+                listed += last - first + 1
+                i += 3
+        return 2, widths, float(desc.get("/DW", 1000))
+    first, listed = int(font.get("/FirstChar", 0)), font.get("/Widths")
+    # a Type3 font's widths are in its own glyph space, its FontMatrix maps them to text space
+    scale = abs(float(font["/FontMatrix"][0])) * 1000 if font.get("/Subtype") == "/Type3" else 1.0
+    widths = {first + k: float(v) * scale for k, v in enumerate(listed.get_object())} if listed is not None else {}
+    missing = font.get("/FontDescriptor")
+    missing = missing.get_object().get("/MissingWidth") if missing is not None else None
+    return 1, widths, float(missing) * scale if missing is not None else None
+
+
+def _page_fonts(page):
+    """A lookup of the page's fonts by resource name (None for one it cannot read)."""
+    cache: dict = {}
+
+    def font(name):
+        if name not in cache:
+            try:
+                cache[name] = _font_metrics(page["/Resources"]["/Font"][name])
+            except Exception:
+                cache[name] = None
+        return cache[name]
+
+    return font
+
+
+def _page_box(page):
+    """The visible page: the MediaBox within the CropBox."""
+    try:
+        media, crop = page.mediabox, page.cropbox
+        box = lambda r: (min(float(r.left), float(r.right)), min(float(r.bottom), float(r.top)),  # noqa: E731
+                         max(float(r.left), float(r.right)), max(float(r.bottom), float(r.top)))
+        page_box = _meet(box(media), box(crop))
+        if page_box == _NOWHERE:  # a crop box off the media box: viewers show the media box
+            page_box = box(media)
+        return page_box if page_box[0] < page_box[2] and page_box[1] < page_box[3] else None
+    except Exception:
+        return None
+
+
+def _page_gstates(page) -> dict:
+    """The page's ExtGState dictionaries by name: what each says of fill opacity (alpha, blend
+    mode, soft mask), only the keys it sets."""
+    try:
+        states = page["/Resources"]["/ExtGState"]
+    except Exception:
+        return {}
+    out = {}
+    for name, ref in list(states.items())[:1000]:
+        try:
+            d, said = ref.get_object(), {}
+            if "/ca" in d:
+                said["alpha"] = float(d["/ca"])
+            if "/BM" in d:
+                bm = d["/BM"]
+                bm = bm[0] if isinstance(bm, list) and bm else bm
+                said["blend"] = str(bm) in ("/Normal", "/Compatible")
+            if "/SMask" in d:
+                said["smask"] = str(d["/SMask"]) != "/None"
+            out[str(name)] = said
+        except Exception:
+            continue
+    return out
+
+
+def _advance(shown, font, size: float, tc: float, tw: float, th: float) -> tuple[float, float]:
+    """How far a string moves the text position (text space, before the matrices): (at least, at
+    most) where the font gives no widths, the same number twice where it does."""
+    if hasattr(shown, "original_bytes"):  # a string as the content stream holds it
+        data = shown.original_bytes
+    elif isinstance(shown, bytes):
+        data = bytes(shown)
+    else:
+        data = str(shown).encode("latin-1", "replace")
+    per, widths, default = font if font else (1, {}, None)
+    codes = data if per == 1 else [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data) - 1, 2)]
+    lo = hi = 0.0
+    for code in codes:
+        w = widths.get(code, default)
+        spacing = tc + (tw if per == 1 and code == 32 else 0.0)
+        lo += ((0.4 if w is None else w / 1000) * size + spacing) * th
+        hi += ((0.8 if w is None else w / 1000) * size + spacing) * th
+    return lo, hi
+
+
+def _num(value, default: float = 0.0) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _left_out(operands, op) -> list:
+    """What a text show left out still does: `'` moves to the next line, `"` sets spacing too."""
+    if op == b'"' and len(operands) >= 2:
+        return [([operands[0]], b"Tw"), ([operands[1]], b"Tc"), ([], b"T*")]
+    if op in (b"'", b'"'):
+        return [([], b"T*")]
+    return []
+
+
+def _invisible_text_ops(operations, images: frozenset = frozenset(), page_box=None, fonts=None,
+                        gstates: dict | None = None) -> tuple[list, int, int]:
     """(the operations without text drawn invisibly, visible text operations, invisible ones);
-    `images`: the names of the page's image XObjects (`Do` of one paints a picture)."""
+    `images`: the names of the page's image XObjects (`Do` of one paints a picture); `page_box`:
+    the visible page (`_page_box`), `fonts`: its fonts' widths (`_page_fonts`), `gstates`: its
+    ExtGState opacities (`_page_gstates`)."""
+    import heapq
+    from functools import lru_cache
+
     from .visibility import MIN_TEXT_PT, WHITE, stands_out
 
+    @lru_cache(maxsize=256)
+    def on_white(colour) -> bool:  # a colour seen on the white page (a page sets few colours)
+        return stands_out(colour, 1.0, WHITE)
+
     kept, visible, invisible = [], 0, 0
-    # graphics state: render mode, fill and stroke colours, transformation, font size, horizontal scale
-    gs = {"mode": 0, "fill": (0.0, 0.0, 0.0), "stroke": (0.0, 0.0, 0.0), "ctm": (1, 0, 0, 1, 0, 0), "size": 0.0, "tz": 100.0}
+    # graphics state: render mode, fill and stroke colours, transformation, font size, horizontal
+    # scale, the text state (font, spacing, leading, rise), the clip's bounding box (None: the
+    # page; exact when it is one rectangle) and what makes a fill see-through
+    gs = {"mode": 0, "fill": (0.0, 0.0, 0.0), "stroke": (0.0, 0.0, 0.0), "ctm": (1, 0, 0, 1, 0, 0), "size": 0.0, "tz": 100.0,
+          "font": None, "tc": 0.0, "tw": 0.0, "tl": 0.0, "rise": 0.0, "clip": None, "clip_exact": True,
+          "alpha": 1.0, "blend": True, "smask": False}
     stack, painted, tm = [], False, (1, 0, 0, 1, 0, 0)
+    tlm, adv = tm, (0.0, 0.0)  # the line's start, and how far the shows since moved along it
+    path_box, path_rect, path_rects, path_other, clipping = None, None, 0, False, False
+    # runs: (index in `kept`, the box a shape must cover to hide it); covers: (how many runs were
+    # drawn before it, its box), for each opaque white rectangle painted
+    runs: list = []
+    covers: list = []
+
+    def add_to_path(box):
+        nonlocal path_box
+        path_box = box if path_box is None else (min(path_box[0], box[0]), min(path_box[1], box[1]),
+                                                 max(path_box[2], box[2]), max(path_box[3], box[3]))
+
     for operands, op in operations:
         if op == b"q":
             stack.append(dict(gs))
@@ -844,10 +1033,25 @@ def _invisible_text_ops(operations, images: frozenset = frozenset()) -> tuple[li
             if m:
                 gs["ctm"] = _mul(m, gs["ctm"])
         elif op == b"Tm":
-            tm = _matrix(operands) or tm
+            tm = tlm = _matrix(operands) or tm
+            adv = (0.0, 0.0)
         elif op == b"BT":
-            tm = (1, 0, 0, 1, 0, 0)
+            tm = tlm = (1, 0, 0, 1, 0, 0)
+            adv = (0.0, 0.0)
+        elif op in (b"Td", b"TD") and len(operands) >= 2:
+            if op == b"TD":
+                gs["tl"] = -_num(operands[1])
+            tm = tlm = _mul((1, 0, 0, 1, _num(operands[0]), _num(operands[1])), tlm)
+            adv = (0.0, 0.0)
+        elif op == b"T*":
+            tm = tlm = _mul((1, 0, 0, 1, 0, -gs["tl"]), tlm)
+            adv = (0.0, 0.0)
+        elif op in (b"Tc", b"Tw", b"TL", b"Ts") and operands:
+            gs[{b"Tc": "tc", b"Tw": "tw", b"TL": "tl", b"Ts": "rise"}[op]] = _num(operands[0])
+        elif op == b"gs" and operands and gstates:
+            gs.update(gstates.get(str(operands[0]), {}))
         elif op == b"Tf" and len(operands) >= 2:
+            gs["font"] = fonts(str(operands[0])) if fonts else None
             try:
                 gs["size"] = float(operands[1])
             except (TypeError, ValueError):
@@ -857,30 +1061,85 @@ def _invisible_text_ops(operations, images: frozenset = frozenset()) -> tuple[li
                 gs["tz"] = float(operands[0])
             except (TypeError, ValueError):
                 pass
-        elif op in _FILLS:
-            painted = painted or gs["fill"] is None or stands_out(gs["fill"], 1.0, WHITE)
+        elif op == b"re" and len(operands) >= 4:
+            x, y, w, h = (_num(v) for v in operands[:4])
+            box = _box(gs["ctm"], x, y, x + w, y + h)
+            a, b, c, d = gs["ctm"][:4]
+            aligned = (abs(b) < 1e-9 and abs(c) < 1e-9) or (abs(a) < 1e-9 and abs(d) < 1e-9)
+            add_to_path(box)
+            path_rect, path_rects = (box if aligned else None), path_rects + 1
+        elif op in (b"m", b"l", b"c", b"v", b"y"):
+            values = [_num(v) for v in operands]
+            for i in range(0, len(values) - 1, 2):
+                x, y = _apply(gs["ctm"], values[i], values[i + 1])
+                add_to_path((x, y, x, y))
+            path_other = True
+        elif op in (b"W", b"W*"):
+            clipping = True
+        elif op in _FILLS or op in (b"n", b"S", b"s"):
+            exact = path_rect is not None and path_rects == 1 and not path_other
+            if op in _FILLS:
+                coloured = gs["fill"] is None or on_white(gs["fill"])
+                painted = painted or coloured
+                opaque = gs["alpha"] >= 0.99 and gs["blend"] and not gs["smask"]
+                if runs and exact and opaque and not coloured:
+                    cover = path_rect if page_box is None else _meet(path_rect, page_box)
+                    if gs["clip"] is not None:
+                        cover = _meet(cover, gs["clip"]) if gs["clip_exact"] else _NOWHERE
+                    if cover != _NOWHERE:
+                        covers.append((len(runs), cover))
+            if clipping and path_box is not None:  # the clip holds from the next operation on
+                gs["clip"] = path_box if gs["clip"] is None else _meet(gs["clip"], path_box)
+                gs["clip_exact"] = gs["clip_exact"] and exact
+            path_box, path_rect, path_rects, path_other, clipping = None, None, 0, False, False
         elif op in (b"sh", b"INLINE IMAGE", b"BI") or (op == b"Do" and operands and str(operands[0]) in images):
             painted = True
         elif op in _SHOW_TEXT:
+            if op == b'"' and len(operands) >= 3:
+                gs["tw"], gs["tc"] = _num(operands[0]), _num(operands[1])
+            if op in (b"'", b'"'):
+                tm = tlm = _mul((1, 0, 0, 1, 0, -gs["tl"]), tlm)
+                adv = (0.0, 0.0)
             mode = gs["mode"]
             m = _mul(tm, gs["ctm"])
+            # where it is drawn: from the line's start, as far as the widths say it moves
+            size, th, start = gs["size"], gs["tz"] / 100, adv[0]
+            lo, hi = adv
+            xs = [lo, hi]
+            for part in (operands[0] if op == b"TJ" and operands and isinstance(operands[0], list) else operands[-1:]):
+                if isinstance(part, (int, float)):
+                    lo -= float(part) / 1000 * size * th
+                    hi -= float(part) / 1000 * size * th
+                else:
+                    more = _advance(part, gs["font"], size, gs["tc"], gs["tw"], th)
+                    lo, hi = lo + more[0], hi + more[1]
+                xs += [lo, hi]
+            adv, rise = (lo, hi), gs["rise"]
+            outer = _box(m, min(xs), rise - 0.3 * size, max(xs), rise + size)
+            placed = ((page_box is None or _overlaps(outer, page_box))
+                      and (gs["clip"] is None or _overlaps(outer, gs["clip"])))
             wide = abs(gs["size"]) * (m[0] ** 2 + m[1] ** 2) ** 0.5 * abs(gs["tz"]) / 100
             high = abs(gs["size"]) * (m[2] ** 2 + m[3] ** 2) ** 0.5
 
             def seen(colour) -> bool:
-                return colour is None or painted or stands_out(colour, 1.0, WHITE)
+                return colour is None or painted or on_white(colour)
 
             shown = {0: seen(gs["fill"]), 4: seen(gs["fill"]), 1: seen(gs["stroke"]), 5: seen(gs["stroke"]),
                      2: seen(gs["fill"]) or seen(gs["stroke"]), 6: seen(gs["fill"]) or seen(gs["stroke"])}.get(mode, False)
-            if not shown or min(wide, high) < MIN_TEXT_PT:
+            if not shown or min(wide, high) < MIN_TEXT_PT or not placed:
                 invisible += 1
-                if op == b'"':  # sets spacing and moves to the next line, as kept text would
-                    kept += [([operands[0]], b"Tw"), ([operands[1]], b"Tc"), ([], b"T*")]
-                elif op == b"'":
-                    kept.append(([], b"T*"))
+                kept += _left_out(operands, op)  # sets spacing and moves to the next line, as kept text would
                 continue
             visible += 1
+            runs.append((len(kept), _box(m, start, rise, lo, rise + 0.6 * size)))
         kept.append((operands, op))
+    # text under an opaque white rectangle painted after it: each run against the largest later ones
+    covers = heapq.nlargest(MAX_COVERS, covers, key=lambda c: (c[1][2] - c[1][0]) * (c[1][3] - c[1][1]))
+    hidden = {at for n, (at, box) in enumerate(runs)
+              if any(after > n and _contains(cover, box) for after, cover in covers)}
+    if hidden:
+        kept = [step for i, (o, op) in enumerate(kept) for step in (_left_out(o, op) if i in hidden else [(o, op)])]
+        visible, invisible = visible - len(hidden), invisible + len(hidden)
     return kept, visible, invisible
 
 
@@ -905,7 +1164,8 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
             return page.extract_text() or "", False
         stream = ContentStream(contents, reader)
         images = _image_names(page)
-        kept, visible, invisible = _invisible_text_ops(stream.operations, images)
+        facts = {"page_box": _page_box(page), "fonts": _page_fonts(page), "gstates": _page_gstates(page)}
+        kept, visible, invisible = _invisible_text_ops(stream.operations, images, **facts)
     except Exception:  # a stream pypdf cannot take apart: its own extraction decides
         return page.extract_text() or "", False
     # the text layer reads the operations parsed above instead of parsing the stream again
@@ -918,7 +1178,7 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
                            for o, op in stream.operations):
         # only invisible text over an image: a scan's OCR layer is kept (read as drawn); white text is not
         kept, _, _ = _invisible_text_ops([([NumberObject(0)], b"Tr") if op == b"Tr" and o and str(o[0]) in ("3", "7")
-                                          else (o, op) for o, op in stream.operations], images)
+                                          else (o, op) for o, op in stream.operations], images, **facts)
     stream.operations = kept
     page[NameObject("/Contents")] = stream  # in memory only: the file is not written
     seen = page.extract_text() or ""
