@@ -161,6 +161,13 @@ def check_audit(source: str, rows: list[dict]) -> tuple[list[str], dict]:
     audited = {a["id"] for a in lines if a.get("id") in by_id}
     if len(audited) < AUDIT_SHARE * len(rows):
         errs.append(f"{source}: audit covers {len(audited)} of {len(rows)} questions (at least {AUDIT_SHARE:.0%})")
+    files = collections.defaultdict(list)  # every batch audited, not only the source as a whole
+    for q in rows:
+        files[q.get("_where", "").split(":")[0]].append(q["id"])
+    for name, ids in sorted(files.items()):
+        seen = sum(1 for i in ids if i in audited)
+        if len(files) > 1 and seen < AUDIT_SHARE * len(ids):
+            errs.append(f"{source}: audit covers {seen} of the {len(ids)} questions of {name} (at least {AUDIT_SHARE:.0%})")
     missing = {q["kind"] for q in rows} - {by_id[i]["kind"] for i in audited}
     if missing:
         errs.append(f"{source}: audit has no question of kind {', '.join(sorted(missing))}")
@@ -168,6 +175,11 @@ def check_audit(source: str, rows: list[dict]) -> tuple[list[str], dict]:
     share = wrong_last / len(rounds[last]) if rounds.get(last) else 0.0
     # a part whose every question an auditor has read, every wrong label fixed, needs no further sample
     read_all = audited >= set(by_id)
+    # the round that decides must be a sample, not a handful: at least 20 questions, or 10 % of a small part
+    least = min(20, -(-len(rows) // 10))
+    if rounds.get(last) is not None and len(rounds[last]) < least and not read_all:
+        errs.append(f"{source}: the last audit round (round {last}) read {len(rounds[last])} questions; it needs at "
+                    f"least {least} to decide")
     if share > AUDIT_MAX_WRONG and not read_all:
         errs.append(f"{source}: round {last} of the audit found {share:.1%} wrong labels (at most "
                     f"{AUDIT_MAX_WRONG:.0%}): correct the part and audit it again (round {last + 1})")
