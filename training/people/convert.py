@@ -425,6 +425,9 @@ def html_cell_lines(cell):
 def convert_md(text):
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    # Nunjucks demo shortcodes (GC Design System: {% examplesPreview %}<gcds-button>Submit</gcds-button>{% endexamplesPreview %}):
+    # their body is a rendered example whose label text would read as stray words in the prose
+    text = re.sub(r"\{%-?\s*(\w*Preview|viewCode)\b.*?%\}.*?\{%-?\s*end\1\s*-?%\}", "", text, flags=re.S)
     lines = text.split("\n")
     blocks = []
     para = []
