@@ -38,11 +38,14 @@ def language(cfg: dict, path: str) -> str:
     return convert.detect_lang(path, cfg.get("lang"))
 
 
-def build_source(cfg: dict, snapshots: str) -> list[dict]:
-    gitdir = convert.find_git_dir(snapshots, cfg["repo"])
+def build_source(cfg: dict, snapshots: str, alias: dict | None = None) -> list[dict]:
+    """The source's passages; `alias` maps its repository to another snapshot of the same history (a fork
+    holding the same commits), whose files are read while ids and URLs keep the source's own repository."""
+    repo = (alias or {}).get(cfg["repo"], cfg["repo"])
+    gitdir = convert.find_git_dir(snapshots, repo)
     if not gitdir:
-        raise SystemExit(f"{cfg['key']}: no snapshot of {cfg['repo']} in {snapshots} (a folder named "
-                         f"{cfg['repo'].replace('/', '+')} holding a clone)")
+        raise SystemExit(f"{cfg['key']}: no snapshot of {repo} in {snapshots} (a folder named "
+                         f"{repo.replace('/', '+')} holding a clone)")
     fmt = cfg["fmt"]
     if fmt not in convert.CONVERTERS:
         raise SystemExit(f"{cfg['key']}: fmt {fmt!r} is not one of {sorted(convert.CONVERTERS)}")
@@ -89,13 +92,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("snapshots", help="folder of git snapshots named owner+name")
     ap.add_argument("--only", help="comma-separated source keys (default: every source)")
+    ap.add_argument("--alias", action="append", default=[], metavar="REPO=SNAPSHOT_REPO",
+                    help="read a repository from a snapshot of a fork with the same history (px4: "
+                         "PX4/PX4-user_guide=pumabanks/PX4-user_guide)")
     args = ap.parse_args(argv)
+    alias = dict(x.split("=", 1) for x in args.alias)
     configs = source_configs()
     keys = args.only.split(",") if args.only else sorted(configs)
     for key in keys:
         if key not in configs:
             raise SystemExit(f"no source {key!r}: sources/ has {', '.join(sorted(configs)) or 'none'}")
-        rows = build_source(configs[key], args.snapshots)
+        rows = build_source(configs[key], args.snapshots, alias)
         CORPUS_DIR.mkdir(exist_ok=True)
         with open(CORPUS_DIR / f"{key}.jsonl", "w", encoding="utf-8") as f:
             for r in rows:
