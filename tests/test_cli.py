@@ -96,10 +96,12 @@ def test_eval_json_shape(tmp_path, monkeypatch):
     assert c1["correct"] and c1["expected_source_cited"] is None
     assert c2["status"] == "answer_from_evidence" and c2["status_correct"] and not c2["correct"]
     assert c2["failure_reasons"] == ["no_expected_source"] and c2["truthfulness"] == -1
+    assert c2["unsafe"] is True and c2["unsafe_why"] == ["no expected source cited"]
+    assert c0["unsafe"] is False and c1["unsafe"] is False and c0["answer"].startswith("From the documents")
     m = data["metrics"]
     assert m["status_accuracy"] == 1.0 and m["forbidden_leaks"] == 0
     assert m["accuracy"] == 0.667 and m["unsafe_answers"] == 1
-    assert m["failures"] == {"wrong_status": 0, "no_expected_source": 1, "forbidden_source": 0}
+    assert m["failures"] == {"wrong_status": 0, "no_expected_source": 1, "forbidden_source": 0, "answer_not_stated": 0}
     assert m["sources_single"]["hit_at_1"] == 0.5
     r = run("--judge", "recorded", "eval", str(cases))
     assert "accuracy 0.667  status accuracy 1.0" in r.output
