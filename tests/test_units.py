@@ -97,3 +97,10 @@ def test_replay_keeps_the_absent_unit_decision(demo_gate):
     changes, _ = replay_record(rec, loose)
     flagged = {c["id"] for c in rec["candidates"] if c.get("subject_named") is False}
     assert changes and not [ch for ch in changes if ch.chunk_id in flagged and ch.new_route == "evidence"]
+
+
+def test_a_code_cited_in_a_body_does_not_make_a_passage_about_another_unit():
+    # a serial number in the question, a reference in the procedure's text: the procedure still answers
+    valve = ("Zephyr valve calibration", "Calibrate the zephyr valve every 90 days. Reference PM-91, form QF-7.")
+    assert absent_unit("How do I calibrate the zephyr valve SN4471?", [valve]) is None
+    assert absent_unit("How do I calibrate the zephyr valve SN4471?", [valve, P200]).covered == ["P-200"]

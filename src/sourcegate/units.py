@@ -76,12 +76,12 @@ def absent_unit(query: str, passages: Iterable[tuple[str, str]], also: Iterable[
     texts = list(passages)
     if any(_names(u, t) for u in asked for t in [f"{title}\n{text}" for title, text in texts] + list(also)):
         return None
+    # the units the documents are about: those their titles and headings name (a code in a passage's body,
+    # a part number or a reference, does not make the passage about another unit)
     in_titles = _units_named([title for title, _ in texts])
-    in_texts = _units_named([text for _, text in texts])
-    if not in_titles and not in_texts:
+    if not in_titles:
         return None
-    # the units the documents are about: those their titles name, else those their text names
-    return AbsentUnit(asked, (in_titles or in_texts)[:6])
+    return AbsentUnit(asked, in_titles[:6])
 
 
 def _units_named(texts: list[str]) -> list[str]:
@@ -97,9 +97,10 @@ def _units_named(texts: list[str]) -> list[str]:
     return [tok for tok, _ in sorted(seen.values(), key=lambda x: -x[1])]
 
 
-def names_another_unit(title: str, text: str) -> bool:
-    """Whether a passage names a unit (a code mixing letters and digits) at all."""
-    return bool(T.identifiers(f"{title}\n{text}"))
+def names_another_unit(title: str, text: str = "") -> bool:
+    """Whether a passage is about a unit: its title or heading names one (a code mixing letters and
+    digits). `text` is not read: a body that cites a part number is not about that part."""
+    return bool(_units_named([title]))
 
 
 def absent_note(a: AbsentUnit, french: bool = False) -> str:
