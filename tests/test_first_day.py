@@ -50,7 +50,7 @@ def test_an_error_hides_the_decision_fold():
     page = PAGE.read_text(encoding="utf-8")
     assert 'id="technical"' in page
     funcs = [re.search(r"\nfunction " + name + r"\(.*?\n\}\n", page, re.S).group(0)
-             for name in ("writing", "showError")]
+             for name in ("writing", "auditLink", "showError")]
     script = ("const els = {};\n"
               "const $ = id => (els[id] = els[id] || {hidden: false, textContent: '', className: '',"
               " classList: {toggle() {}}});\n" + "".join(funcs)
