@@ -4,6 +4,7 @@ links to there, and the commands of "Your own documents" run as written on a sma
 from __future__ import annotations
 
 import os
+import sys
 import re
 import subprocess
 from pathlib import Path
@@ -51,6 +52,8 @@ def test_your_own_documents_runs_as_written(tmp_path):
     (tmp_path / "procedures" / "ac300.md").write_text(AC300, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "SOURCEGATE_HOME"}
     env["HOME"] = str(tmp_path)
+    # the `sourcegate` of the environment running the tests, whether or not it was activated
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
     lines = [line.split("  #", 1)[0].strip() for b in _blocks_under(README.read_text(encoding="utf-8"),
                                                                     "Your own documents")
              for line in b.splitlines() if line.strip()]
