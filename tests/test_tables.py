@@ -193,15 +193,17 @@ def _lines_on_a_turned_page(path: Path, rows: int) -> Path:
 
     c = canvas.Canvas(str(path))
     c.setPageRotation(90)
-    xs, top = [30, 110, 280, 410], 780
-    ys = [top - 20 * i for i in range(rows + 1)]
+    # the grid within the page's MediaBox as reportlab writes it for a turned page (842 x 595): text
+    # drawn outside it is off the page, and a viewer does not show it
+    xs, top = [30, 110, 280, 410], 570
+    ys = [top - 15 * i for i in range(rows + 1)]
     for y in ys:
         c.line(xs[0], y, xs[-1], y)
     for x in xs:
         c.line(x, ys[-1], x, top)
     for i in range(rows):
         for x, cell in zip(xs, [_row_id(i), "Clean the strainer", f"{i} days"]):
-            c.drawString(x + 4, ys[i] - 14, cell)
+            c.drawString(x + 4, ys[i] - 11, cell)
     c.showPage()
     c.save()
     return path
