@@ -166,6 +166,11 @@ def identifiers(text: str) -> list[str]:
     return out
 
 
+def code_tokens(text: str) -> list[str]:
+    """The identifiers of `identifiers`, as written ("XJ-9", not "XJ9")."""
+    return [m.group(0) for m in _ID.finditer(text or "") if not _ID_SKIP.match(m.group(0)) and len(m.group(0)) >= 2]
+
+
 def id_shape(idn: str) -> str:
     return re.sub(r"\d", "9", re.sub(r"[A-Z]", "A", idn))
 

@@ -1,5 +1,6 @@
 """A unit the library lacks: a question about a unit (a model, a part, a machine) that no passage found
-names, while the passages found name other units, is not answered from those other units.
+names, while passages about other units (their title or heading names one) were found, is not answered
+from those passages.
 
 "How often should I grease pump XJ-9?" on a library of pumps P-200 and P-300 finds the P-200 and P-300
 procedures: they are about other units, whatever the shape of the name asked (letters and digits
@@ -43,11 +44,7 @@ def asked_units(query: str) -> list[str]:
     """The units a question names: codes mixing letters and digits ("XJ-9", "P200") and model names
     ("Flowmax 3000"), as written."""
     out: list[str] = []
-    for m in T._ID.finditer(query or ""):
-        tok = m.group(0)
-        if T._ID_SKIP.match(tok) or len(tok) < 2 or _VERSION.match(tok):
-            continue
-        out.append(tok)
+    out += [tok for tok in T.code_tokens(query) if not _VERSION.match(tok)]
     for m in _MODEL.finditer(query or ""):
         if fold(m.group(1)) in _NOT_UNIT:
             continue
@@ -68,7 +65,7 @@ def _names(unit: str, text: str) -> bool:
 
 def absent_unit(query: str, passages: Iterable[tuple[str, str]], also: Iterable[str] = ()) -> AbsentUnit | None:
     """When the question names units, none of the passages (title, text) names any of them, and some
-    name other units: which were asked and which the passages cover. None otherwise. `also`: more text
+    passages' titles name other units: which were asked and which the passages cover. None otherwise. `also`: more text
     that counts as naming a unit (the documents' ids and paths), not listed among those covered."""
     asked = asked_units(query)
     if not asked:
@@ -88,12 +85,9 @@ def _units_named(texts: list[str]) -> list[str]:
     """Codes the texts name, as first written, the most often named first."""
     seen: dict[str, list] = {}
     for t in texts:
-        for m in T._ID.finditer(t or ""):
-            tok = m.group(0)
-            if T._ID_SKIP.match(tok) or len(tok) < 2 or _VERSION.match(tok):
-                continue
-            k = _key(tok)
-            seen.setdefault(k, [tok, 0])[1] += 1
+        for tok in T.code_tokens(t):
+            if not _VERSION.match(tok):
+                seen.setdefault(_key(tok), [tok, 0])[1] += 1
     return [tok for tok, _ in sorted(seen.values(), key=lambda x: -x[1])]
 
 
