@@ -104,3 +104,15 @@ def test_a_code_cited_in_a_body_does_not_make_a_passage_about_another_unit():
     valve = ("Zephyr valve calibration", "Calibrate the zephyr valve every 90 days. Reference PM-91, form QF-7.")
     assert absent_unit("How do I calibrate the zephyr valve SN4471?", [valve]) is None
     assert absent_unit("How do I calibrate the zephyr valve SN4471?", [valve, P200]).covered == ["P-200"]
+
+
+def test_a_redacted_audit_record_keeps_no_unit_the_question_named(demo_index, embedder, tmp_path):
+    s = Settings(audit_log_path=tmp_path / "audit.jsonl", audit_redact_query=True)
+    g = SourceGate(s, store=open_store(demo_index, embedder.id, embedder.dim), embedder=embedder)
+    try:
+        r = g.ask("How often should I grease pump QZ-7731?")
+    finally:
+        g.close()
+    assert r.status == "insufficient_evidence" and "QZ-7731" in r.answer  # the person sees it
+    log = (tmp_path / "audit.jsonl").read_text(encoding="utf-8")
+    assert "absent_unit" in log and "QZ" not in log and "7731" not in log

@@ -209,6 +209,9 @@ def redact_record(record: dict, questions: list[str], documents: list[str]) -> d
     if isinstance(rec.get("parts"), list):
         rec["parts"] = [{**p, "question": redact_query(p["question"])}
                         if isinstance(p, dict) and isinstance(p.get("question"), str) else p for p in rec["parts"]]
+    absent = rec.get("absent_unit")
+    if isinstance(absent, dict) and isinstance(absent.get("asked"), list):  # the units the question named
+        rec["absent_unit"] = {**absent, "asked": [redact_query(a) if isinstance(a, str) else a for a in absent["asked"]]}
     return walk(rec)
 
 
