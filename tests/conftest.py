@@ -56,3 +56,16 @@ def demo_index(tmp_path_factory, embedder):
     assert not report.failed, report.failed
     store.close()
     return path
+
+
+@pytest.fixture(scope="module")
+def demo_gate(demo_index, embedder, tmp_path_factory):
+    """A gate on the demo index (audit log in its own folder), one per test module."""
+    from sourcegate.service import SourceGate
+    from sourcegate.settings import Settings
+    from sourcegate.store import open_store
+
+    s = Settings(audit_log_path=tmp_path_factory.mktemp("audit") / "audit.jsonl")
+    g = SourceGate(s, store=open_store(demo_index, embedder.id, embedder.dim), embedder=embedder)
+    yield g
+    g.close()

@@ -123,14 +123,6 @@ def test_french_question_on_two_roasters_is_two_parts_each_decided_as_if_asked_a
             assert all(own.split("-")[0][:3] in s.lower().replace("-", "") for s in _cited_docs(_section(r["answer"], q), r))
 
 
-@pytest.fixture(scope="module")
-def demo_gate(demo_index, embedder, tmp_path_factory):
-    s = Settings(audit_log_path=tmp_path_factory.mktemp("audit") / "audit.jsonl")
-    g = SourceGate(s, store=open_store(demo_index, embedder.id, embedder.dim), embedder=embedder)
-    yield g
-    g.close()
-
-
 def test_demo_grease_intervals_of_two_pumps_cite_both_bearing_procedures(demo_gate):
     r = demo_gate.ask("What are the grease intervals for the P-200 and the P-300 pumps?")
     assert r.status == "answer_from_evidence" and r.missing == []

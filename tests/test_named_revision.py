@@ -9,9 +9,6 @@ import pytest
 
 from sourcegate.replay import replay_record
 from sourcegate.retrieve import named_versions
-from sourcegate.service import SourceGate
-from sourcegate.settings import Settings
-from sourcegate.store import open_store
 
 
 @pytest.mark.parametrize("query, versions, named", [
@@ -22,14 +19,6 @@ from sourcegate.store import open_store
 ])
 def test_the_versions_a_question_names(query, versions, named):
     assert named_versions(query, versions) == named
-
-
-@pytest.fixture(scope="module")
-def demo_gate(demo_index, embedder, tmp_path_factory):
-    s = Settings(audit_log_path=tmp_path_factory.mktemp("audit") / "audit.jsonl")
-    g = SourceGate(s, store=open_store(demo_index, embedder.id, embedder.dim), embedder=embedder)
-    yield g
-    g.close()
 
 
 def test_the_revision_asked_answers_marked_and_the_current_one_does_not(demo_gate):

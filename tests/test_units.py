@@ -54,14 +54,6 @@ def test_a_model_name_whose_name_the_passages_use_is_not_absent():
     assert absent_unit("PostgreSQL 16 autovacuum default", [("VACUUM", "PostgreSQL runs autovacuum; see SHA256.")]) is None
 
 
-@pytest.fixture(scope="module")
-def demo_gate(demo_index, embedder, tmp_path_factory):
-    s = Settings(audit_log_path=tmp_path_factory.mktemp("audit") / "audit.jsonl")
-    g = SourceGate(s, store=open_store(demo_index, embedder.id, embedder.dim), embedder=embedder)
-    yield g
-    g.close()
-
-
 @pytest.mark.parametrize("query, note", [
     ("How often should I grease pump XJ-9?", "No document found names XJ-9"),
     ("How often should I grease the Flowmax 3000 pump?", "No document found names Flowmax 3000"),

@@ -8,9 +8,6 @@ import pytest
 
 from sourcegate.answer import polar_verdict, with_list_item
 from sourcegate.models import Candidate
-from sourcegate.service import SourceGate
-from sourcegate.settings import Settings
-from sourcegate.store import open_store
 from sourcegate.written_check import SourceCheck
 
 LOTO = Candidate(id="l#0", doc_id="PROC-LOTO-01", title="Lockout/tagout", text=(
@@ -65,14 +62,6 @@ def test_a_list_introduction_is_quoted_with_the_item_that_answers():
     assert with_list_item(q, text, "The low-battery alarm will trigger if the main battery's") == (
         "The low-battery alarm will trigger if the main battery's ... temperature exceeds 60 °C")
     assert with_list_item(q, text, "Silence it from the panel.") == "Silence it from the panel."
-
-
-@pytest.fixture(scope="module")
-def demo_gate(demo_index, embedder, tmp_path_factory):
-    s = Settings(audit_log_path=tmp_path_factory.mktemp("audit") / "audit.jsonl")
-    g = SourceGate(s, store=open_store(demo_index, embedder.id, embedder.dim), embedder=embedder)
-    yield g
-    g.close()
 
 
 @pytest.mark.parametrize("question, word", [

@@ -57,8 +57,14 @@ def people_sources() -> tuple[str, ...]:
 
 def people_questions(sources=None) -> list[dict]:
     """Every question of the project's own parts (each with `part` = its source), in file order."""
+    return read_parts(PARTS_DIR, sources)
+
+
+def read_parts(directory: Path, sources=None) -> list[dict]:
+    """Every question of the parts in `directory` (`SOURCE.jsonl`, `SOURCE.N.jsonl`), each with `part` =
+    its source (every batch of a source together), in file order; only `sources` when given."""
     out = []
-    for f in sorted(PARTS_DIR.glob("*.jsonl")):
+    for f in sorted(directory.glob("*.jsonl")):
         src = part_source(f)
         if sources is not None and src not in sources:
             continue

@@ -73,19 +73,9 @@ def split_of(q: dict) -> str:
 def questions(parts: tuple[str, ...] | None = None) -> list[dict]:
     """The shared parts' questions and the project's own (`training/people/parts`); `part` is the source
     (every batch of a source together: `pgdocs.2a` is `pgdocs`)."""
-    from training.people.common import people_questions
+    from training.people.common import people_questions, read_parts
 
-    out = []
-    for f in sorted(TRAIN.glob("*.jsonl")):
-        src = f.stem.split(".")[0]
-        if parts is not None and src not in parts:
-            continue
-        for line in f.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                q = json.loads(line)
-                q["part"] = src
-                out.append(q)
-    return out + people_questions(parts)
+    return read_parts(TRAIN, parts) + people_questions(parts)
 
 
 def nearest() -> dict[str, list[str]]:
