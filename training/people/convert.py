@@ -172,6 +172,8 @@ RST_ADMON = ("note", "warning", "caution", "important", "tip", "attention", "dan
              "tabs", "tab", "group-tab", "highlights")  # sphinx-tabs (OPNsense option tables sit in tabs)
 RST_NOTE = ("note", "warning", "caution", "important", "tip", "attention", "danger", "hint", "error")
 RST_CODE = ("code-block", "code", "sourcecode", "parsed-literal", "highlight-block", "prompt")
+RST_PYDOM = ("class", "method", "function", "data", "attribute", "classmethod", "staticmethod",
+             "decorator", "exception", "py:class", "py:method", "py:function", "py:data", "py:attribute")
 
 
 def rst_inline(s):
@@ -324,6 +326,19 @@ def convert_rst(text):
                     cells = [squash(rst_inline(c)) for c in r]
                     if any(cells):
                         blocks.append(("p", " | ".join(c for c in cells if c)))
+            elif name in RST_PYDOM and (name != "class" or any(b.strip() for b in body)):  # API entries
+                # (MicroPython library reference): signature(s), then description; a docutils ".. class:: css-name"
+                # with no body stays dropped
+                sigs = [arg] if arg else []
+                k = 0
+                while k < len(body) and body[k].strip():  # further signatures on the lines right below
+                    sigs.append(body[k].strip())
+                    k += 1
+                if sigs:
+                    blocks.append(("p", squash(rst_inline("; ".join(sigs)))))
+                rest = body[k:]
+                dedent = min([indent_of(b) for b in rest if b.strip()] or [0])
+                blocks.extend(convert_rst("\n".join(b[dedent:] for b in rest)))
             elif name in RST_ADMON:
                 dedent = min([indent_of(b) for b in body if b.strip()] or [0])
                 text_lines = [b[dedent:] for b in body]
@@ -671,7 +686,7 @@ def adoc_inline(s, attrs=None):
     s = re.sub(r"(https?://\S+?)\[([^\]]*)\]", lambda m: m.group(2) or m.group(1), s)
     s = re.sub(r"\[\[[^\]]*\]\]|\[#[^\]]*\]", "", s)
     s = re.sub(r"\+\+\+(.*?)\+\+\+|\+\+(.*?)\+\+", lambda m: m.group(1) or m.group(2) or "", s)
-    s = re.sub(r"(?<![\w+])\+([^+\n]+)\+(?![\w+])", r"\1", s)
+    s = re.sub(r"(?<![\w+])\+(?!\s)([^+\n]+)(?<!\s)\+(?![\w+])", r"\1", s)  # not "Ctrl + Shift + S"
     s = re.sub(r"``([^`']+?)''", r'"\1"', s)  # ``quoted'' (AsciiDoc 8)
     s = re.sub(r"`+([^`]+)`+", r"\1", s)
     s = re.sub(r"\*\*(.+?)\*\*|(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", lambda m: m.group(1) or m.group(2), s)
@@ -679,6 +694,7 @@ def adoc_inline(s, attrs=None):
     s = re.sub(r"(?<![\w#])#([^#\n]+)#(?![\w#])", r"\1", s)
     s = re.sub(r"(?<![\w'])'(?=[^\s'])([^'\n]*?[^\s'])'(?![\w'])", r"\1", s)  # 'emphasis' (AsciiDoc 8)
     s = re.sub(r"\s\+$", "", s)
+    s = re.sub(r"\\(\((?:C|R|TM)\)|\*)", r"\1", s)  # escaped replacements: \(C) is "(C)", \* a star
     return html.unescape(s)
 
 
@@ -732,7 +748,7 @@ GUIDE_ATTRS.update({k: "https://zalando.net/" + k for k in (  # internal links: 
     "api-guild nakadi-api api-audience-narrative functional-name-registry customer-naming-decision zally-ui "
     "api-review-proc api-portal techradar-public api-repository glossary SRE-open-tracing json-schema-validation "
     "iana-link-relations iana-media-types").split()})
-GUIDE_MARK = re.compile(r"\{(MUST|SHOULD|MAY|GET|PUT|POST|PATCH|DELETE|api-guild)\}")
+GUIDE_MARK = re.compile(r"\{(MUST|SHOULD|MAY|GET|PUT|POST|PATCH|api-guild)\}")  # not {DELETE}: a KeePassXC Auto-Type key
 
 
 def convert_adoc(text):
@@ -820,7 +836,7 @@ def convert_adoc(text):
             if cells:
                 rows.append(cells)
             for r in rows:
-                s = " | ".join(squash(adoc_inline(c, attrs)) for c in r if c.strip())
+                s = " | ".join(squash(adoc_inline(c.replace("\\|", "|"), attrs)) for c in r if c.strip())
                 if s:
                     blocks.append(("p", s))
             i = j + 1
@@ -831,6 +847,8 @@ def convert_adoc(text):
             flush()
             blocks.append(("h", squash(adoc_inline(m.group(2), attrs))))
             i += 1
+            if m.group(1) == "=" and i < n and re.fullmatch(r"[^<>:]+<[^<>@\s]+@[^<>\s]+>", lines[i].strip()):
+                i += 1  # the document header's author line ("Name <mail>"); its :attributes: follow
             continue
         if i + 1 < n and st and not para and re.fullmatch(r"(=+|-+|~+|\^+|\++)", lines[i + 1].strip()) \
                 and abs(len(lines[i + 1].strip()) - len(st)) <= 2 and len(st) > 1:
@@ -861,7 +879,7 @@ def convert_adoc(text):
             flush()
             st = m.group(1).capitalize() + ": " + m.group(2)
         m = re.match(r"^(.+?)(::|;;)\s*(.*)$", st)
-        if m and not para and not st.startswith(("http", "*", "-")):
+        if m and not para and not st.startswith(("http", "-")) and not re.match(r"\*(\s|\*|$)", st):  # *term*:: too
             para.append(m.group(1) + ":" + (" " + m.group(3) if m.group(3) else ""))
             i += 1
             continue
