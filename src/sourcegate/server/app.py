@@ -29,6 +29,8 @@ from urllib.parse import urlparse
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
@@ -38,12 +40,14 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..audit import AuditLog, AuditRecordDamaged, AuditWriteError, verify
+from ..identity import Caller
 from ..inert import inert_markup
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
 from ..settings import Settings
 from ..store.base import EmbedderMismatch, StoreUnavailable
 from .admission import AdmissionControl, Overloaded, Unavailable
+from .auth import Authenticator, IssuerUnavailable, Refusal, access_token
 from .mcp_tool import build_mcp_server
 from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .openapi import API_KEY_HEADER, openapi_document
@@ -69,6 +73,10 @@ LIBRARY_EMPTY = ("the library holds no documents: run `sourcegate ingest FOLDER`
 
 # The request id of the HTTP request being served, so the MCP tool handler can log it.
 current_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("sourcegate_request_id", default=None)
+# Who sent it (None on a server with neither API keys nor an issuer configured).
+current_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("sourcegate_caller", default=None)
+# Retry-After of a request whose token cannot be checked because the issuer's keys cannot be fetched.
+ISSUER_RETRY_S = 10
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -183,11 +191,12 @@ class GuardMiddleware:
     The body is read up to the cap before the app runs, so an oversized body gets a clear 413
     whether or not it declared its length."""
 
-    def __init__(self, app: ASGIApp, settings: Settings, metrics: Metrics):
+    def __init__(self, app: ASGIApp, settings: Settings, metrics: Metrics, auth: Authenticator | None = None):
         self.app = app
         self.settings = settings
         self.metrics = metrics
         self.security = transport_security(settings)
+        self.auth = auth or Authenticator(settings)
 
     def rebinding_refusal(self, path: str, headers: dict[str, str]) -> tuple[Response, dict[str, str]] | None:
         """A page on another site that rebinds its name to this server's address must not reach
@@ -221,6 +230,7 @@ class GuardMiddleware:
         rid = headers.get("x-request-id", "")
         rid = rid if _REQUEST_ID_OK.match(rid) else new_request_id()
         token = current_request_id.set(rid)
+        identity: list[tuple[contextvars.ContextVar, contextvars.Token]] = []
         code = {"status": 500}
         interface = "mcp" if path.startswith("/mcp") else ("web" if headers.get(INTERFACE_HEADER) == "web" else "rest")
 
@@ -248,20 +258,18 @@ class GuardMiddleware:
                 log_rejected(interface, "host", rid, **fields)
                 await response(scope, receive, send_wrapped)
                 return
-            key = self.settings.mcp_api_key
-            if key and path.startswith(PROTECTED_PREFIXES):
-                given = headers.get(API_KEY_HEADER, "")
-                if not hmac.compare_digest(given.encode("utf-8"), key.encode("utf-8")):
-                    self.metrics.observe_rejected(interface, "auth")
-                    log_rejected(interface, "auth", rid)
-                    if interface == "web":  # a person at the page: the box, not a header
-                        msg = ("this server needs its API key: type it in the API key box and ask again" if not given
-                               else "wrong API key: check the key in the API key box and ask again")
-                    else:
-                        msg = ("missing API key: send it in the x-api-key header" if not given
-                               else "wrong API key in the x-api-key header")
-                    await _refusal(path, 401, msg, data={"setting": "MCP_API_KEY"})(scope, receive, send_wrapped)
+            if self.auth.required and path.startswith(PROTECTED_PREFIXES):
+                outcome = await self.authenticate(path, headers, interface, rid)
+                if isinstance(outcome, Response):
+                    await outcome(scope, receive, send_wrapped)
                     return
+                # for the routes, the MCP tool (current_caller) and the SDK's get_access_token()
+                caller, claims = outcome
+                identity.append((current_caller, current_caller.set(caller)))
+                if claims is not None and self.auth.verifier is not None:
+                    user = AuthenticatedUser(access_token(headers["authorization"][7:].strip(), claims,
+                                                          self.auth.verifier.resource))
+                    identity.append((auth_context_var, auth_context_var.set(user)))
             cap = self.settings.max_body_bytes
             too_big = _refusal(path, 413, f"request body over {cap} bytes (MAX_BODY_BYTES): send only the question")
             declared = headers.get("content-length")
@@ -296,6 +304,39 @@ class GuardMiddleware:
         finally:
             self.metrics.observe_http(_route_label(path), _method_label(scope.get("method", "")), code["status"])
             current_request_id.reset(token)
+            for var, value in reversed(identity):
+                var.reset(value)
+
+    async def authenticate(self, path: str, headers: dict[str, str], interface: str,
+                           rid: str) -> tuple[Caller, dict[str, Any] | None] | Response:
+        """The caller and their token's claims, or the response that refuses the request: the
+        reason goes to the log; a token's refusal says only `invalid_token`, as the MCP
+        authorization spec has it."""
+        try:
+            return await self.auth.authenticate(headers)
+        except IssuerUnavailable as e:
+            self.metrics.observe_rejected(interface, "auth")
+            log.error("a bearer token cannot be checked: the issuer's signing keys cannot be fetched",
+                      extra={"request_id": rid, "error": str(e)[:300]})
+            return _refusal(path, 503, "the server cannot check access tokens now (the operator can see why in the "
+                                       "server log)", headers={"retry-after": str(ISSUER_RETRY_S)})
+        except Refusal as e:
+            self.metrics.observe_rejected(interface, "auth")
+            log_rejected(interface, "auth", rid, detail=e.reason)
+            challenge = self.auth.www_authenticate("invalid_token" if e.kind == "invalid_token" else None)
+            extra = {"www-authenticate": challenge} if challenge else None
+            if e.kind == "invalid_token":
+                return _refusal(path, 401, "invalid_token", headers=extra)
+            if interface == "web":  # a person at the page: the box, not a header
+                msg = ("this server needs its API key: type it in the API key box and ask again"
+                       if e.kind == "missing" else "wrong API key: check the key in the API key box and ask again")
+            elif self.auth.verifier is not None and e.kind == "missing":
+                msg = "missing credentials: send an access token (Authorization: Bearer) or the x-api-key header"
+            else:
+                msg = ("missing API key: send it in the x-api-key header" if e.kind == "missing"
+                       else "wrong API key in the x-api-key header")
+            setting = "MCP_API_KEY" if self.settings.mcp_api_key else ("API_KEYS" if self.auth.api_keys else "AUTH_ISSUER")
+            return _refusal(path, 401, msg, headers=extra, data={"setting": setting})
 
 
 class _McpEndpoint:
@@ -615,12 +656,14 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     holder = _GateHolder(settings, gate)
     metrics = Metrics()
     admission = AdmissionControl.from_settings(settings)
+    auth = Authenticator(settings)  # a bad API_KEYS or AUTH_* setting fails here, at start
 
     async def ask(query: str, interface: str, filters: dict[str, Any] | None = None,
                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
         """One question through admission control, with its metrics and log line. `on_event` is
         called from the worker thread (see `SourceGate.ask`)."""
         rid = current_request_id.get() or new_request_id()
+        caller = current_caller.get()
         try:
             g = await holder.get()
             if await anyio.to_thread.run_sync(holder.library_empty):  # counts the store: not on the event loop
@@ -638,7 +681,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             async with admission.slot():
                 t0 = time.perf_counter()
                 result = await anyio.to_thread.run_sync(
-                    functools.partial(g.ask, query, interface=interface, on_event=on_event, filters=filters))
+                    functools.partial(g.ask, query, interface=interface, on_event=on_event, filters=filters,
+                                      caller=caller))
         except Overloaded as e:
             metrics.observe_rejected(interface, "overloaded")
             log_rejected(interface, "overloaded", rid, detail=e.reason, retry_after_s=e.retry_after)
@@ -812,6 +856,10 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             return refusal(e)
         except AuditRecordDamaged as e:
             return _json_error(409, str(e))
+        caller = current_caller.get()
+        if record is not None and caller is not None and not caller.unrestricted \
+                and (record.get("caller") or {}).get("user_id") != caller.user_id:
+            record = None  # another caller's question and documents: as if there were no such record
         if record is None:
             return _json_error(404, f"no audit record {audit_id} in this server's audit log")
         verified = verify(record, settings.audit_key)
@@ -865,9 +913,10 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         Route("/v1/filters", rest_filters, methods=["GET"]),
         Route("/v1/audit/{audit_id}", audit_record, methods=["GET"]),
         Route("/mcp", mcp_endpoint),
+        *auth.routes(),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics)
+    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics, auth=auth)
     app.state.metrics = metrics
     app.state.gate_holder = holder
     app.state.admission = admission
@@ -886,7 +935,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000, sockets
                     "whose Host header is not localhost; set ALLOWED_HOSTS=your.host.name")
     open_files = raise_open_files_limit()
     log.info("up to %d connections at once (open-file limit %d)", max_connections(settings, open_files), open_files)
-    audit_lookup = is_loopback(host) or bool(settings.mcp_api_key)
+    audit_lookup = is_loopback(host) or bool(settings.mcp_api_key or settings.api_keys_secret or settings.auth_issuer)
     if not audit_lookup:
         log.warning("serving on a non-local address without MCP_API_KEY: anyone who reaches it can query the "
                     "library; /v1/audit is turned off (403) until MCP_API_KEY is set")
