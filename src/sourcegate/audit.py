@@ -118,7 +118,7 @@ def redact_query(query: str) -> dict:
 _WORD = re.compile(r"\w+")
 REDACTED_TEXT = "[question]"
 # Values that identify a record or a passage: kept as they are (they are the library's, not the user's).
-_ID_KEYS = frozenset({"audit_id", "id", "doc_id", "content_hash", "sha256", "record_hash", "prev_hash"})
+_ID_KEYS = frozenset({"audit_id", "id", "doc_id", "content_hash", "sha256", "record_hash", "prev_hash", "user_id"})
 
 
 # Words too common to say anything of a question on their own (kept where they stand alone).

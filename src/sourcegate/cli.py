@@ -569,6 +569,7 @@ def ask(ctx: click.Context, query: str, as_json: bool, writer: str | None, filte
 
 def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writer: str | None,
          filters: dict[str, str] | None = None) -> None:
+    from .identity import Caller
     from .service import QueryError
 
     from .logs import log_ask
@@ -580,7 +581,7 @@ def _ask(ctx: click.Context, settings: Settings, query: str, as_json: bool, writ
     except ValueError as e:  # an llm writer without its endpoint settings
         raise click.ClickException(str(e)) from None
     try:
-        r = gate.ask(query, interface="cli", filters=filters or None)
+        r = gate.ask(query, interface="cli", filters=filters or None, caller=Caller(via="local"))
         log_ask(r, "cli", settings, None, gate)
     except QueryError as e:
         raise click.UsageError(str(e)) from None

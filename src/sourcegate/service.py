@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
 from .answer import Writer, WrittenAnswer, assemble_parts
 from .audit import AuditLog, redact_record
+from .identity import Caller
 from .inert import inert_markup, visible_text
 from .crosslingual import BridgedQuery, bridge, load_glossary
 from .embed import Embedder, get_embedder
@@ -315,7 +316,7 @@ class SourceGate:
 
     def ask(self, query: str, interface: str = "python",
             on_event: Callable[[str, dict[str, Any]], None] | None = None,
-            filters: Mapping[str, Any] | None = None) -> AskResult:
+            filters: Mapping[str, Any] | None = None, caller: Caller | None = None) -> AskResult:
         """Retrieve, gate and answer one question. With `on_event(kind, data)`, the gate's decision
         is sent first ("gate": the result without its answer), then the answer as a model writes it
         ("delta", "reset", "replace"; see `Writer.write`); the complete result is returned.
@@ -329,12 +330,15 @@ class SourceGate:
         filters no document matches raise QueryError.
 
         The store's queries for one question take STORE_TIME_PER_QUESTION_S together at most (on a
-        store that bounds its queries: PostgreSQL); past it, `StoreUnavailable` (a 503)."""
+        store that bounds its queries: PostgreSQL); past it, `StoreUnavailable` (a 503).
+
+        `caller` (`sourcegate.identity.Caller`: who asks, from their token or API key) is written
+        into the audit record; None where no one is named (the Python API, an open server)."""
         with store_time_budget(STORE_TIME_PER_QUESTION_S):
-            return self._ask(query, interface, on_event, filters)
+            return self._ask(query, interface, on_event, filters, caller)
 
     def _ask(self, query: str, interface: str, on_event: Callable[[str, dict[str, Any]], None] | None,
-             filters: Mapping[str, Any] | None) -> AskResult:
+             filters: Mapping[str, Any] | None, caller: Caller | None = None) -> AskResult:
         query = self._validate(query)
         chosen = self._search_filters(filters)
         t_start = time.perf_counter()
@@ -397,7 +401,7 @@ class SourceGate:
                           "evidence_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.evidence)),
                           "conflict_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.conflicts))} for r in runs]
         if self.audit is not None:
-            self.audit.append(self._audit_record(query, interface, result, runs, written, chosen))
+            self.audit.append(self._audit_record(query, interface, result, runs, written, chosen, caller))
         return result
 
     def _passage_out(self, c: Candidate, j: PassageJudgement) -> PassageOut:
@@ -569,7 +573,8 @@ class SourceGate:
         return getattr(self._judge, "name", self.settings.judge)
 
     def _audit_record(self, query: str, interface: str, result: AskResult, runs: list["_PartRun"],
-                      written: WrittenAnswer, filters: SearchFilters | None = None) -> dict[str, Any]:
+                      written: WrittenAnswer, filters: SearchFilters | None = None,
+                      caller: Caller | None = None) -> dict[str, Any]:
         multi = len(runs) > 1
         judgement = runs[0].judgement
         local_judge = self._judge_is_local()  # `document_injection` is its reading
@@ -577,6 +582,7 @@ class SourceGate:
             "audit_id": result.audit_id,
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "interface": interface,
+            **({"caller": caller.audit()} if caller is not None else {}),
             "query": query,
             "judge": {"backend": self.settings.judge if self._judge is None else getattr(self._judge, "name", self.settings.judge),
                       "model": judgement.model,

@@ -149,6 +149,30 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(64_000, validation_alias=_env("MAX_BODY_BYTES"))
     max_passage_chars: int = Field(4000, validation_alias=_env("MAX_PASSAGE_CHARS"))
 
+    # Callers with an identity (docs/entra-id.md): an OpenID Connect issuer's access tokens on /mcp
+    # and /v1 (Authorization: Bearer), beside the API keys.
+    auth_issuer: str | None = Field(None, validation_alias=_env("AUTH_ISSUER"))
+    # This server's own resource URI (RFC 8707, RFC 9728): https://sourcegate.example.com/mcp
+    auth_resource: str | None = Field(None, validation_alias=_env("AUTH_RESOURCE"))
+    # The `aud` values accepted (comma list; default: AUTH_RESOURCE). Entra ID: api://CLIENT-ID, CLIENT-ID.
+    auth_audience: str | None = Field(None, validation_alias=_env("AUTH_AUDIENCE"))
+    # The issuer's keys (default: `jwks_uri` of AUTH_ISSUER/.well-known/openid-configuration).
+    auth_jwks_uri: str | None = Field(None, validation_alias=_env("AUTH_JWKS_URI"))
+    # The `tid` a token must carry (Entra ID's directory id), when set.
+    auth_tenant_id: str | None = Field(None, validation_alias=_env("AUTH_TENANT_ID"))
+    auth_algorithms: str = Field("RS256,PS256,ES256", validation_alias=_env("AUTH_ALGORITHMS"))
+    auth_clock_skew_s: float = Field(60.0, ge=0, le=600, validation_alias=_env("AUTH_CLOCK_SKEW_S"))
+    # A token signed by a key the cached set lacks fetches the set again, at most once per this long.
+    auth_jwks_refresh_min_s: float = Field(60.0, ge=0, validation_alias=_env("AUTH_JWKS_REFRESH_MIN_S"))
+    # The cached key set is fetched again when it is this old (keys the issuer withdrew stop working).
+    auth_jwks_max_age_s: float = Field(3600.0, gt=0, validation_alias=_env("AUTH_JWKS_MAX_AGE_S"))
+    # Scopes named in /.well-known/oauth-protected-resource (what a client asks the issuer for).
+    auth_scopes: str = Field("", validation_alias=_env("AUTH_SCOPES"))
+    # API keys, each with the groups it may read: JSON, or the path of a JSON file,
+    # {"name": {"key_sha256": "HEX" or "key": "...", "groups": ["..."]}}. MCP_API_KEY stays: a key
+    # that reads every group. (Named *_secret so repr() hides it.)
+    api_keys_secret: str | None = Field(None, validation_alias=_env("API_KEYS"))
+
     # Audit.
     audit_enabled: bool = Field(True, validation_alias=_env("AUDIT_ENABLED"))
     audit_log_path: Path | None = Field(None, validation_alias=_env("AUDIT_LOG_PATH"))
@@ -198,6 +222,27 @@ class Settings(BaseSettings):
         if v is not None:
             TrustTiers.parse(v)  # a ValueError names the item that is not TYPE=TIER
         return v
+
+    @field_validator("auth_algorithms")
+    @classmethod
+    def _algorithms_asymmetric(cls, v):
+        algorithms = [a.strip() for a in v.split(",") if a.strip()]
+        refused = [a for a in algorithms if a.lower() == "none" or a.upper().startswith("HS")]
+        if refused:
+            # A public key is public: a token "signed" with it by HMAC, or not signed, proves nothing.
+            raise ValueError(f"AUTH_ALGORITHMS holds {', '.join(refused)}: tokens are verified with the issuer's "
+                             "public keys, so `none` and HMAC (HS256, HS384, HS512) are refused; use RS256, PS256, "
+                             "ES256 (the default) or another asymmetric algorithm")
+        if not algorithms:
+            raise ValueError("AUTH_ALGORITHMS is empty: leave it unset for RS256,PS256,ES256")
+        return ",".join(algorithms)
+
+    @model_validator(mode="after")
+    def _issuer_needs_resource(self):
+        if self.auth_issuer and not self.auth_resource:
+            raise ValueError("AUTH_ISSUER is set without AUTH_RESOURCE: set AUTH_RESOURCE to this server's own URL "
+                             "(https://sourcegate.example.com/mcp), the resource its tokens are issued for")
+        return self
 
     @model_validator(mode="before")
     @classmethod

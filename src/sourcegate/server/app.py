@@ -180,7 +180,6 @@ def _origin_allowed(security: TransportSecuritySettings, origin: str) -> bool:
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
-    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/v1/filters", "/healthz", "/readyz", "/metrics", "/openapi.json"):
         return path.rstrip("/") or "/"
     return "other"
 
@@ -722,7 +721,17 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     async def mcp_ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
         return await ask(query, "mcp", filters)
 
-    mcp_server = build_mcp_server(settings, mcp_ask)
+
+        g = holder.gate
+                               interface=interface).to_json()
+
+        an answering slot like an audit lookup (it reads the log)."""
+        await holder.get()  # the library, to check a passage id that was not among the answer's
+        async with admission.slot():
+                                             "audit_id": row["audit_id"], "verdict": row["verdict"]})
+        return row
+
+
     mcp_endpoint = _McpEndpoint()
 
     @contextlib.asynccontextmanager
@@ -837,6 +846,23 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             log.error("the store cannot be reached", extra={"request_id": current_request_id.get(), "error": str(e)})
             return _json_error(503, STORE_UNAVAILABLE, {"retry-after": str(STORE_RETRY_S)})
         return JSONResponse(choices)
+
+        recorded, 404 for an answer the audit log does not hold."""
+        interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
+        try:
+            body = json.loads(await request.body() or b"null")
+        except (ValueError, RecursionError):
+            return _json_error(400, f"the body is not valid JSON (UTF-8): {FEEDBACK_BODY_HINT}")
+        try:
+        except UnknownAnswer as e:
+            return _json_error(404, inert_markup(str(e)) or "no such answer")
+        except FeedbackError as e:
+        except (Unavailable, Overloaded) as e:
+            return refusal(e)
+        except StoreUnavailable as e:
+            log.error("the store cannot be reached", extra={"request_id": current_request_id.get(), "error": str(e)})
+            return _json_error(503, STORE_UNAVAILABLE, {"retry-after": str(STORE_RETRY_S)})
+        return JSONResponse(row, status_code=201)
 
     async def audit_record(request: Request) -> Response:
         if not audit_lookup:
