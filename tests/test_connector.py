@@ -44,6 +44,11 @@ def test_the_connector_definition_is_valid_swagger_2():
     assert _errors(bad)
 
 
+def _success(op: dict) -> dict:
+    """An operation's success response (200, or 201 for one that stores something)."""
+    return next(r for code, r in sorted(op["responses"].items()) if code.startswith("2"))
+
+
 def test_the_connector_is_generated_from_the_openapi_document(tmp_path):
     """The committed folder is what `sourcegate connector` writes from the current OpenAPI
     document (regenerate it with `sourcegate connector --out connector` after changing the API)."""
@@ -56,7 +61,7 @@ def test_the_connector_is_generated_from_the_openapi_document(tmp_path):
 
     def shape(doc: dict) -> dict:
         return {path: {method: (op["operationId"], json.dumps(op.get("parameters"), sort_keys=True), sorted(op["responses"]),
-                                sorted(op["responses"]["200"].get("schema", {}).get("properties", {})))
+                                sorted(_success(op).get("schema", {}).get("properties", {})))
                        for method, op in item.items()} for path, item in doc["paths"].items()}
 
     assert shape(fresh) == shape(committed), "connector/ is stale: run `sourcegate connector --out connector`"
@@ -64,7 +69,9 @@ def test_the_connector_is_generated_from_the_openapi_document(tmp_path):
     assert json.loads((tmp_path / "c" / "apiProperties.json").read_text()) == _load("apiProperties.json")
     # Every action of the OpenAPI document that answers JSON is in the connector; the event stream is not.
     doc = openapi_document(Settings(_env_file=None, mcp_api_key="k"), "https://sourcegate.example.org")
-    assert set(fresh["paths"]) == {"/v1/ask", "/v1/filters", "/v1/audit/{audit_id}"} and "/v1/ask/stream" in doc["paths"]
+    assert set(fresh["paths"]) == {"/v1/ask", "/v1/filters", "/v1/feedback", "/v1/audit/{audit_id}"}
+    assert "/v1/ask/stream" in doc["paths"]
+    assert fresh["paths"]["/v1/feedback"]["post"]["operationId"] == "GiveFeedback"
     assert fresh["paths"]["/v1/filters"]["get"]["operationId"] == "ListFilters"
     assert fresh["paths"]["/v1/ask"]["post"]["operationId"] == "AskQuestion"
     assert fresh["host"] == "sourcegate.example.org" and fresh["schemes"] == ["https"]

@@ -269,7 +269,7 @@ def _ask_mcp(base: str, host: str | None = None) -> dict:
                 streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
             async with ClientSession(r, w) as session:
                 await session.initialize()
-                assert [t.name for t in (await session.list_tools()).tools] == ["search_procedures"]
+                assert [t.name for t in (await session.list_tools()).tools] == ["search_procedures", "give_feedback"]
                 res = await session.call_tool("search_procedures", {"query": Q})
                 assert not res.is_error, res.content
                 return res.structured_content

@@ -34,7 +34,7 @@ async def _exercise(session: ClientSession) -> dict:
     """List the tool, check its schemas, call it, check the result; return the structured content."""
     await session.initialize()
     tools = (await session.list_tools()).tools
-    assert [t.name for t in tools] == ["search_procedures"]
+    assert [t.name for t in tools] == ["search_procedures", "give_feedback"]
     tool = tools[0]
     dumped = tool.model_dump(by_alias=True, exclude_none=True)
     assert not _refs(dumped["inputSchema"]), "Copilot Studio drops tools whose schemas use $ref/$defs"
@@ -202,7 +202,7 @@ async def _list_and_call(base: str) -> dict:
     async with http, streamable_http_client(f"{base}/mcp", http_client=http) as (r, w):
         async with ClientSession(r, w) as session:
             await session.initialize()
-            assert [t.name for t in (await session.list_tools()).tools] == ["search_procedures"]
+            assert [t.name for t in (await session.list_tools()).tools] == ["search_procedures", "give_feedback"]
             result = await session.call_tool("search_procedures", {"query": Q})
             assert not result.is_error
             return result.structured_content

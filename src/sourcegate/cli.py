@@ -91,7 +91,8 @@ def _library_gate(settings: Settings, **kw):
 
 # Commands whose logic lives with their module, imported only when they are run or listed: a
 # cold `ask` does not pay for `tune`'s imports.
-_LAZY_COMMANDS = {"replay": ("sourcegate.replay", "replay_cmd"), "tune": ("sourcegate.evaluation.tune", "tune_cmd")}
+_LAZY_COMMANDS = {"replay": ("sourcegate.replay", "replay_cmd"), "tune": ("sourcegate.evaluation.tune", "tune_cmd"),
+                  "feedback": ("sourcegate.feedback", "feedback_group")}
 
 
 class _Group(click.Group):
@@ -109,7 +110,8 @@ class _Group(click.Group):
 
             module, attr = _LAZY_COMMANDS[name]
             command = getattr(importlib.import_module(module), attr)
-            command.params.extend(_global_params())
+            for leaf in _leaves(command):
+                leaf.params.extend(_global_params())
             self.add_command(command, name)
         return super().get_command(ctx, name)
 
@@ -897,16 +899,18 @@ def audit_verify(ctx: click.Context, path: Path | None, anchor: str | None, as_j
         ctx.exit(2)
 
 
+def _leaves(command: click.Command):
+    """The commands that run under `command`: itself, or each command of a group, at any depth."""
+    if not isinstance(command, click.Group):
+        yield command
+        return
+    for sub in command.commands.values():
+        yield from _leaves(sub)
+
+
 def _register_commands() -> None:
     """The global options on every command (the lazy ones get them when loaded, `_Group.get_command`)."""
-    def leaves(group: click.Group):
-        for command in group.commands.values():
-            if isinstance(command, click.Group):
-                yield from leaves(command)
-            else:
-                yield command
-
-    for command in leaves(cli):  # the global options, after the subcommand too
+    for command in _leaves(cli):  # the global options, after the subcommand too
         command.params.extend(_global_params())
 
 

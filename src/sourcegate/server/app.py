@@ -40,6 +40,9 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..audit import AuditLog, AuditRecordDamaged, AuditWriteError, verify
+from ..feedback import (FEEDBACK_BODY_HINT, FeedbackError, FeedbackRequest, FeedbackStore, UnknownAnswer, open_feedback,
+                        record_feedback)
+from ..feedback import parse_request as parse_feedback
 from ..identity import Caller
 from ..inert import inert_markup
 from ..logs import log_ask, log_rejected, new_request_id
@@ -180,7 +183,7 @@ def _origin_allowed(security: TransportSecuritySettings, origin: str) -> bool:
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
-    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/v1/filters", "/healthz", "/readyz", "/metrics", "/openapi.json"):
+    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/v1/filters", "/v1/feedback", "/healthz", "/readyz", "/metrics", "/openapi.json"):
         return path.rstrip("/") or "/"
     return "other"
 
@@ -722,7 +725,31 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     async def mcp_ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
         return await ask(query, "mcp", filters)
 
-    mcp_server = build_mcp_server(settings, mcp_ask)
+    feedback_store: list[FeedbackStore] = []  # opened on the first feedback, closed with the app
+    feedback_lock = threading.Lock()
+
+    def feedback_sync(request: FeedbackRequest, interface: str) -> dict[str, Any]:
+        with feedback_lock:
+            if not feedback_store:
+                feedback_store.append(open_feedback(settings))
+        g = holder.gate
+        return record_feedback(request, feedback_store[0], holder.audit(), g.store if g is not None else None,
+                               interface=interface).to_json()
+
+    async def give_feedback(request: FeedbackRequest, interface: str) -> dict[str, Any]:
+        """One piece of feedback, checked against the answer's audit record and the library; it takes
+        an answering slot like an audit lookup (it reads the log)."""
+        await holder.get()  # the library, to check a passage id that was not among the answer's
+        async with admission.slot():
+            row = await anyio.to_thread.run_sync(feedback_sync, request, interface)
+        log.info("feedback recorded", extra={"request_id": current_request_id.get(), "interface": interface,
+                                             "audit_id": row["audit_id"], "verdict": row["verdict"]})
+        return row
+
+    async def mcp_feedback(arguments: dict[str, Any]) -> dict[str, Any]:
+        return await give_feedback(parse_feedback(arguments), "mcp")
+
+    mcp_server = build_mcp_server(settings, mcp_ask, mcp_feedback)
     mcp_endpoint = _McpEndpoint()
 
     @contextlib.asynccontextmanager
@@ -745,6 +772,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
                 finally:
                     mcp_endpoint.manager = None
             tasks.cancel_scope.cancel()  # a library still being retried is not waited for
+        while feedback_store:
+            feedback_store.pop().close()
         if holder.owned and holder.gate is not None:
             holder.gate.close()
             holder.gate = None
@@ -838,6 +867,27 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             return _json_error(503, STORE_UNAVAILABLE, {"retry-after": str(STORE_RETRY_S)})
         return JSONResponse(choices)
 
+    async def rest_feedback(request: Request) -> Response:
+        """POST /v1/feedback: 201 with the stored row; 400 for a body or a passage that cannot be
+        recorded, 404 for an answer the audit log does not hold."""
+        interface = "web" if request.headers.get(INTERFACE_HEADER) == "web" else "rest"
+        try:
+            body = json.loads(await request.body() or b"null")
+        except (ValueError, RecursionError):
+            return _json_error(400, f"the body is not valid JSON (UTF-8): {FEEDBACK_BODY_HINT}")
+        try:
+            row = await give_feedback(parse_feedback(body), interface)
+        except UnknownAnswer as e:
+            return _json_error(404, inert_markup(str(e)) or "no such answer")
+        except FeedbackError as e:
+            return _json_error(400, inert_markup(str(e)) or "feedback refused")
+        except (Unavailable, Overloaded) as e:
+            return refusal(e)
+        except StoreUnavailable as e:
+            log.error("the store cannot be reached", extra={"request_id": current_request_id.get(), "error": str(e)})
+            return _json_error(503, STORE_UNAVAILABLE, {"retry-after": str(STORE_RETRY_S)})
+        return JSONResponse(row, status_code=201)
+
     async def audit_record(request: Request) -> Response:
         if not audit_lookup:
             return _json_error(403, AUDIT_LOOPBACK_ONLY)
@@ -911,6 +961,7 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         Route("/v1/ask", rest_ask, methods=["POST"]),
         Route("/v1/ask/stream", _AsgiEndpoint(rest_ask_stream), methods=["POST"]),
         Route("/v1/filters", rest_filters, methods=["GET"]),
+        Route("/v1/feedback", rest_feedback, methods=["POST"]),
         Route("/v1/audit/{audit_id}", audit_record, methods=["GET"]),
         Route("/mcp", mcp_endpoint),
         *auth.routes(),

@@ -1,4 +1,5 @@
-"""The MCP tool `search_procedures(query)`, served over Streamable HTTP (by the app) or stdio.
+"""The MCP tools `search_procedures(query)` and `give_feedback(audit_id, verdict, ...)`, served over
+Streamable HTTP (by the app) or stdio.
 
 Schemas are written out by hand, fully inline: Copilot Studio silently drops tools whose input
 or output schema uses `$ref` or `$defs`, which is what generated (pydantic) schemas contain.
@@ -163,6 +164,58 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
     }
 
 
+FEEDBACK_TOOL = "give_feedback"
+FEEDBACK_DESCRIPTION = (
+    "Record what the user said about an answer of the search tool: right, wrong, the passage that does "
+    "answer, or that the question's premise was false. Call it only when the user gives such feedback; "
+    "it never changes the answer. Returns the stored feedback row."
+)
+
+
+def feedback_input_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "audit_id": {"type": "string", "description": "The audit_id of the answer the feedback is about."},
+            "verdict": {"type": "string", "enum": ["right", "wrong", "premise_false"],
+                        "description": "right or wrong: the user's verdict on the answer; premise_false: the "
+                                       "question rests on something that is not true."},
+            "passage_id": {"type": "string", "description": "Optional. The id of the passage that does answer "
+                           "(an evidence, conflict or excluded passage of the answer), when the user names one."},
+            "no_passage_answers": {"type": "boolean", "description": "Optional. True when the user says no passage "
+                                   "of the library answers the question. Not with passage_id."},
+            "note": {"type": "string", "description": "Optional. The user's words about the answer."},
+            "by": {"type": "string", "description": "Optional. The user's name, where known; else anonymous."},
+        },
+        "required": ["audit_id", "verdict"],
+    }
+
+
+def feedback_output_schema() -> dict[str, Any]:
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "description": "Id of the stored feedback."},
+            "audit_id": text, "time": text, "verdict": text,
+            "passage_id": {}, "no_passage_answers": {"type": "boolean"}, "note": {},
+            "by": text, "interface": text, "answer_status": {}, "seq": {},
+        },
+        "required": ["id", "audit_id", "time", "verdict", "no_passage_answers", "by"],
+    }
+
+
+def feedback_tool_definition() -> types.Tool:
+    return types.Tool(
+        name=FEEDBACK_TOOL,
+        description=FEEDBACK_DESCRIPTION,
+        input_schema=feedback_input_schema(),
+        output_schema=feedback_output_schema(),
+        annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                          open_world_hint=False),
+    )
+
+
 def tool_definition(settings: Settings) -> types.Tool:
     return types.Tool(
         name=settings.mcp_tool_name,
@@ -235,6 +288,8 @@ def to_tool_result(result: AskResult) -> types.CallToolResult:
 
 
 AskFn = Callable[[str, "dict[str, Any] | None"], Awaitable[AskResult]]
+# Records feedback from the tool's arguments; returns the stored row, raises FeedbackError.
+FeedbackFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def _server_version() -> str:
@@ -244,17 +299,40 @@ def _server_version() -> str:
         return "0"
 
 
-def build_mcp_server(settings: Settings, ask: AskFn) -> Server:
-    """An MCP server with the one tool. `ask(query)` answers (in a worker thread, with audit,
-    logs and metrics as the caller wants) and raises `QueryError` for a query it refuses."""
+async def _call_feedback(feedback: FeedbackFn, arguments: dict[str, Any]) -> types.CallToolResult:
+    from ..feedback import FeedbackError
+
+    try:
+        row = await feedback(arguments)
+    except FeedbackError as e:
+        return error_result(f"feedback not recorded: {e}")
+    except Unavailable as e:
+        retry = f" Call the tool again in {e.retry_after} s." if e.retry_after else ""
+        return error_result(f"feedback not recorded: {e}.{retry}")
+    except Exception as e:
+        log.error("feedback failed", extra={"error": type(e).__name__})
+        return error_result("feedback not recorded: the server failed (the operator can see why in the server log)")
+    text = f"Thanks, recorded (id {row['id']}): {row['verdict']} on answer {row['audit_id']}"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=inert_markup(text) or text)],
+                                structured_content=row)
+
+
+def build_mcp_server(settings: Settings, ask: AskFn, feedback: FeedbackFn | None = None) -> Server:
+    """An MCP server with the search tool and, given `feedback`, the feedback tool. `ask(query)`
+    answers (in a worker thread, with audit, logs and metrics as the caller wants) and raises
+    `QueryError` for a query it refuses."""
     tool = tool_definition(settings)
+    tools = [tool] + ([feedback_tool_definition()] if feedback is not None else [])
 
     async def on_list_tools(ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[tool])
+        return types.ListToolsResult(tools=tools)
 
     async def on_call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if feedback is not None and params.name == FEEDBACK_TOOL:
+            return await _call_feedback(feedback, params.arguments or {})
         if params.name != tool.name:
-            return error_result(f"unknown tool {params.name!r}: the only tool is {tool.name!r}")
+            names = " and ".join(repr(t.name) for t in tools)
+            return error_result(f"unknown tool {params.name!r}: the tools are {names}")
         query = (params.arguments or {}).get("query")
         if not isinstance(query, str):
             return error_result("missing argument 'query': pass the user's question as a string")
@@ -280,7 +358,9 @@ def build_mcp_server(settings: Settings, ask: AskFn) -> Server:
         "sourcegate",
         version=_server_version(),
         instructions=("Call the search tool for any question the document library may cover, follow the "
-                      "`guidance` field of its result, cite titles and URLs, never answer from memory."),
+                      "`guidance` field of its result, cite titles and URLs, never answer from memory."
+                      + (" When the user says an answer was right or wrong, call give_feedback with its audit_id."
+                         if feedback is not None else "")),
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )
@@ -307,7 +387,23 @@ def run_stdio(settings: Settings) -> None:
     async def ask(query: str, filters: dict[str, Any] | None = None) -> AskResult:
         return await anyio.to_thread.run_sync(_ask_sync, query, filters)
 
-    server = build_mcp_server(settings, ask)
+    def _feedback_sync(arguments: dict[str, Any]) -> dict[str, Any]:
+        from ..feedback import open_feedback, parse_request, record_feedback
+
+        nonlocal gate
+        request = parse_request(arguments)
+        if gate is None:
+            gate = SourceGate(settings)
+        store = open_feedback(settings)
+        try:
+            return record_feedback(request, store, gate.audit, gate.store, interface="mcp").to_json()
+        finally:
+            store.close()
+
+    async def feedback(arguments: dict[str, Any]) -> dict[str, Any]:
+        return await anyio.to_thread.run_sync(_feedback_sync, arguments)
+
+    server = build_mcp_server(settings, ask, feedback)
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

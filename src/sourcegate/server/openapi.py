@@ -75,6 +75,60 @@ def _filters_list_schema() -> dict[str, Any]:
         "required": ["filters", "more_keys"]}
 
 
+FEEDBACK_DESCRIPTION = (
+    "Record a person's feedback on an answer: right or wrong, the passage that does answer (an `id` among the "
+    "answer's evidence, conflicts or excluded passages, or any passage of the library), that no passage answers, "
+    "or that the question's premise was false. Each call adds a row tied to the answer's audit record (a second "
+    "opinion on the same answer is another row); it never changes the answer. `sourcegate feedback export` turns "
+    "the rows into labelled questions."
+)
+
+
+def _feedback_body() -> dict[str, Any]:
+    return {
+        "required": True,
+        "content": {"application/json": {"schema": {
+            "type": "object",
+            "properties": {
+                "audit_id": {"type": "string", "description": "The audit_id returned with the answer.",
+                             "x-ms-summary": "Audit id"},
+                "verdict": {"type": "string", "enum": ["right", "wrong", "premise_false"],
+                            "description": "right or wrong: the verdict on the answer; premise_false: the question "
+                                           "rests on something that is not true.", "x-ms-summary": "Verdict"},
+                "passage_id": {"type": "string", "description": "The id of the passage that does answer (optional).",
+                               "x-ms-summary": "Passage id", "x-ms-visibility": "advanced"},
+                "no_passage_answers": {"type": "boolean", "description": "True when no passage of the library "
+                                       "answers the question (optional; not with passage_id).",
+                                       "x-ms-summary": "No passage answers", "x-ms-visibility": "advanced"},
+                "note": {"type": "string", "description": "A free-text note (optional).", "x-ms-summary": "Note",
+                         "x-ms-visibility": "advanced"},
+                "by": {"type": "string", "description": "Who gives the feedback (optional; anonymous when left out).",
+                       "x-ms-summary": "By", "x-ms-visibility": "advanced"},
+            },
+            "required": ["audit_id", "verdict"],
+        }}},
+    }
+
+
+def _feedback_row_schema() -> dict[str, Any]:
+    def text(description: str, nullable: bool = False) -> dict[str, Any]:
+        return {"type": "string", "description": description, **({"nullable": True} if nullable else {})}
+
+    return {"type": "object", "properties": {
+        "id": text("Id of the stored feedback."),
+        "seq": {"type": "integer", "description": "Its place among the library's feedback rows."},
+        "audit_id": text("The answer it is about."),
+        "time": text("When it was recorded (UTC, ISO 8601)."),
+        "verdict": text("right, wrong or premise_false."),
+        "passage_id": text("The passage that does answer, as given.", nullable=True),
+        "no_passage_answers": {"type": "boolean", "description": "Whether no passage answers, as given."},
+        "note": text("The note, as given (without invisible characters).", nullable=True),
+        "by": text("Who gave it, or anonymous."),
+        "interface": text("Where it was given: rest, web, mcp or cli."),
+        "answer_status": text("The status the answer had.", nullable=True)},
+        "required": ["id", "audit_id", "time", "verdict", "no_passage_answers", "by"]}
+
+
 def _question_body(settings: Settings) -> dict[str, Any]:
     return {
         "required": True,
@@ -146,6 +200,25 @@ def openapi_document(settings: Settings, server_url: str) -> dict[str, Any]:
                         "200": {"description": "The library's filter keys and their values.",
                                 "content": {"application/json": {"schema": _filters_list_schema()}}},
                         "401": err, "503": busy,
+                    },
+                }
+            },
+            "/v1/feedback": {
+                "post": {
+                    "operationId": "GiveFeedback",
+                    "summary": "Give feedback on an answer",
+                    "x-ms-summary": "Give feedback on an answer",
+                    "description": FEEDBACK_DESCRIPTION,
+                    "requestBody": _feedback_body(),
+                    "responses": {
+                        "201": {"description": "The stored feedback row.",
+                                "content": {"application/json": {"schema": _feedback_row_schema()}}},
+                        "400": {**err, "description": "Feedback that cannot be recorded: a verdict it does not know, "
+                                                      "a passage the answer and the library do not hold, both "
+                                                      "passage_id and no_passage_answers."},
+                        "401": err,
+                        "404": {**err, "description": "No answer with that audit id in this server's audit log."},
+                        "413": err, "503": busy,
                     },
                 }
             },

@@ -883,6 +883,12 @@ class PostgresStore:
         }
         return [by_id[i] for i in chunk_ids if i in by_id]
 
+    def passage_ids(self) -> list[str]:
+        """Every passage (chunk) id in the index, sorted (what `feedback.library_fingerprint` hashes)."""
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SET LOCAL statement_timeout = 0")  # a large library's ids take more than a question's time
+            return sorted(r[0] for r in conn.execute("SELECT id FROM chunks").fetchall())
+
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         if not chunk_ids:
             return {}

@@ -763,6 +763,11 @@ class SqliteStore:
         }
         return [by_id[i] for i in chunk_ids if i in by_id]
 
+    def passage_ids(self) -> list[str]:
+        """Every passage (chunk) id in the index, sorted (what `feedback.library_fingerprint` hashes)."""
+        with self._lock:
+            return [r[0] for r in self._conn.execute("SELECT id FROM chunks ORDER BY id")]
+
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         if not chunk_ids:
             return {}
