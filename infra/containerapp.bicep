@@ -47,6 +47,25 @@ param storeUrl string
 @secure()
 param auditHmacKey string = ''
 
+@description('Entra ID sign-in (docs/entra-id.md): the issuer whose access tokens /mcp and /v1 accept, e.g. https://login.microsoftonline.com/TENANT-ID/v2.0; empty: API keys only.')
+param authIssuer string = ''
+
+@description('This server\'s resource URI, the audience of its tokens; empty: https://FQDN/mcp.')
+param authResource string = ''
+
+@description('The aud values accepted, comma separated (Entra ID: api://API-CLIENT-ID,API-CLIENT-ID); empty: authResource.')
+param authAudience string = ''
+
+@description('The Entra ID tenant (directory) id a token must carry; empty: any tenant of the issuer.')
+param authTenantId string = ''
+
+@description('Scopes named in /.well-known/oauth-protected-resource, e.g. api://API-CLIENT-ID/ask.')
+param authScopes string = ''
+
+@description('API keys with the groups each may read (JSON: {"NAME": {"key_sha256": "HEX", "groups": ["GROUP-ID"]}}); empty: none beyond mcpApiKey.')
+@secure()
+param apiKeys string = ''
+
 @description('vCPUs per replica; SERVE_WORKERS follows it (one worker per whole vCPU).')
 @allowed([
   '1.0'
@@ -88,6 +107,41 @@ var hmacEnv = empty(auditHmacKey) ? [] : [
   {
     name: 'AUDIT_HMAC_KEY'
     secretRef: 'audit-hmac-key'
+  }
+]
+var apiKeySecrets = empty(apiKeys) ? [] : [
+  {
+    name: 'api-keys'
+    value: apiKeys
+  }
+]
+var apiKeyEnv = empty(apiKeys) ? [] : [
+  {
+    name: 'API_KEYS'
+    secretRef: 'api-keys'
+  }
+]
+// Entra ID sign-in: set only with an issuer (an empty AUTH_ISSUER is read as none anyway).
+var authEnv = empty(authIssuer) ? [] : [
+  {
+    name: 'AUTH_ISSUER'
+    value: authIssuer
+  }
+  {
+    name: 'AUTH_RESOURCE'
+    value: empty(authResource) ? 'https://${fqdn}/mcp' : authResource
+  }
+  {
+    name: 'AUTH_AUDIENCE'
+    value: empty(authAudience) ? (empty(authResource) ? 'https://${fqdn}/mcp' : authResource) : authAudience
+  }
+  {
+    name: 'AUTH_TENANT_ID'
+    value: authTenantId
+  }
+  {
+    name: 'AUTH_SCOPES'
+    value: authScopes
   }
 ]
 
@@ -181,7 +235,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
           name: 'store-url'
           value: storeUrl
         }
-      ], registrySecrets, hmacSecrets)
+      ], registrySecrets, hmacSecrets, apiKeySecrets)
       registries: empty(registryServer) ? [] : [
         {
           server: registryServer
@@ -226,7 +280,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
               name: 'AUDIT_LOG_PATH'
               value: '/data/audit/{hostname}.jsonl'
             }
-          ], hmacEnv)
+          ], hmacEnv, apiKeyEnv, authEnv)
           volumeMounts: [
             {
               volumeName: 'data'
