@@ -67,6 +67,9 @@ def test_feedback_is_tied_to_an_answer_and_append_only(tmp_path):
             record_feedback(FeedbackRequest("0123" * 8, "wrong"), store, gate.audit, gate.store)
         with pytest.raises(FeedbackError, match="'NOPE#0001' is not among the answer's passages and the library"):
             record_feedback(FeedbackRequest(r.audit_id, "wrong", passage_id="NOPE#0001"), store, gate.audit, gate.store)
+        with pytest.raises(FeedbackError, match="premise_false says a passage contradicts"):
+            record_feedback(FeedbackRequest(r.audit_id, "premise_false", no_passage_answers=True), store, gate.audit,
+                            gate.store)
         with pytest.raises(FeedbackError, match="not both"):
             record_feedback(FeedbackRequest(r.audit_id, "wrong", passage_id=pid, no_passage_answers=True), store,
                             gate.audit, gate.store)

@@ -162,6 +162,8 @@ def record_feedback(request: FeedbackRequest, feedback: "FeedbackStore", audit: 
                             "passage_id, or leave both out; no_passage_answers goes with right or wrong")
     if request.verdict == "right" and request.no_passage_answers and status != INSUFFICIENT:
         raise FeedbackError(f"the answer was {status}: if no passage answers, the verdict is wrong")
+    if request.verdict == "right" and request.passage_id and status == INSUFFICIENT:
+        raise FeedbackError("the answer said nothing in the library answers: if this passage does, the verdict is wrong")
     if request.passage_id:
         if len(request.passage_id) > MAX_PASSAGE_ID_CHARS:
             raise FeedbackError(f"passage_id is over {MAX_PASSAGE_ID_CHARS} characters: it is not a passage id")
@@ -449,8 +451,8 @@ def label_from_feedback(row: Feedback, record: dict, doc_of: dict[str, str]) -> 
         if status not in (ANSWER, CONFLICT, INSUFFICIENT):
             return "no status in the audit record"
         if row.passage_id:
-            return Label(expected_status=status if status != INSUFFICIENT else ANSWER, expected_sources=[passage_doc],
-                         expected_passages=[row.passage_id], **base)
+            return Label(expected_status=status, expected_sources=[passage_doc], expected_passages=[row.passage_id],
+                         **base)
         return Label(expected_status=status, expected_sources=cited_docs if status != INSUFFICIENT else [],
                      expected_passages=cited_ids if status != INSUFFICIENT else [], **base)
     # wrong
@@ -539,7 +541,8 @@ def _check_in_library(labels: list[Label], store: Any, known_passages: set[str])
     if missing:
         shown = "; ".join(dict.fromkeys(missing))
         raise LabelError(f"the library does not hold {shown}: fix or remove those labels (`sourcegate status "
-                         "--documents` lists the documents), or ingest the documents they name")
+                         "--documents` lists the documents), or ingest the documents they name (labels from "
+                         "feedback name the passages of the index the answer was given from)")
 
 
 def export_labels(rows: list[Feedback], audit: AuditLog | None, store: Any, merge: list[Path] = ()) -> Export:
