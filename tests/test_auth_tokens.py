@@ -25,7 +25,7 @@ from test_server_fixtures import make_gate, make_settings, run_async
 
 from sourcegate.audit import read_records
 from sourcegate.identity import Caller, caller_from_claims
-from sourcegate.server.app import create_app
+from sourcegate.server.app import create_app, key_problem
 from sourcegate.settings import Settings
 
 RESOURCE = "http://testserver/mcp"
@@ -333,6 +333,16 @@ def test_hmac_and_none_are_refused_even_if_configured():
             Settings(_env_file=None, auth_algorithms=algorithms)
     with pytest.raises(ValidationError, match="AUTH_RESOURCE"):
         Settings(_env_file=None, auth_issuer="https://login.microsoftonline.com/t/v2.0")
+
+
+def test_serve_refuses_bad_auth_settings_with_the_fix():
+    assert "API_KEYS is not valid JSON" in key_problem(Settings(_env_file=None, api_keys_secret="{oops"))
+    assert "API_KEYS is neither JSON nor a readable file" in key_problem(Settings(_env_file=None,
+                                                                                  api_keys_secret="/no/such/keys.json"))
+    assert "not an https URL" in key_problem(Settings(_env_file=None, auth_issuer="http://login.example.net/t/v2.0",
+                                                      auth_resource=RESOURCE))
+    assert key_problem(Settings(_env_file=None, auth_issuer="https://login.microsoftonline.com/t/v2.0",
+                                auth_resource=RESOURCE)) is None
 
 
 def test_claims_become_a_caller():

@@ -646,6 +646,10 @@ def key_problem(settings: Settings) -> str | None:
                     "example `openssl rand -hex 32`)")
         if key != key.strip():
             return f"{name} begins or ends with a space, which HTTP clients drop: remove it"
+    try:  # API_KEYS' JSON (or file) and the AUTH_* URLs: refused at start with what to fix
+        Authenticator(settings)
+    except ValueError as e:
+        return str(e)
     return None
 
 

@@ -371,6 +371,7 @@ def run_stdio(settings: Settings) -> None:
     import anyio
     from mcp.server.stdio import stdio_server
 
+    from ..identity import Caller
     from ..logs import log_ask, new_request_id
     from ..service import SourceGate
 
@@ -380,7 +381,8 @@ def run_stdio(settings: Settings) -> None:
         nonlocal gate
         if gate is None:
             gate = SourceGate(settings)
-        result = gate.ask(query, interface="mcp", filters=filters)
+        # a desktop client that this user started on this machine: the local caller, as the CLI's
+        result = gate.ask(query, interface="mcp", filters=filters, caller=Caller(via="local"))
         log_ask(result, "mcp", settings, new_request_id(), gate)
         return result
 
