@@ -164,6 +164,10 @@ def test_a_good_token_names_the_caller_in_the_audit_record(served, gate, issuer)
     joined = "\n".join(sorted(GROUPS)).encode()
     assert caller == {"user_id": USER, "via": "token", "roles": ["Reader"],
                       "groups": {"count": 2, "sha256": hashlib.sha256(joined).hexdigest()}}
+    # the streamed answer names the same caller
+    stream = client.post("/v1/ask/stream", json={"query": Q}, headers={"authorization": f"Bearer {issuer.token()}"})
+    assert stream.status_code == 200 and "event: result" in stream.text
+    assert spy.calls[-1]["caller"].user_id == USER
     # an EC key of the same issuer, and a token a few seconds past `exp` (within the clock skew)
     assert _ask(client, issuer.token(issuer.ec, kid="ec-1", alg="ES256")).status_code == 200
     assert _ask(client, issuer.token(exp=int(time.time()) - 20)).status_code == 200
