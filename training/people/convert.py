@@ -438,13 +438,19 @@ def html_cell_lines(cell):
 
 
 def convert_md(text):
+    # Hugo pages whose front matter carries title and id (darktable's dtdocs) often open on a generic
+    # heading ("module controls"): the front-matter title becomes the document's first heading
+    fm = re.match(r"\A---\n(.*?)\n---\n", text, flags=re.S)
+    hugo_title = None
+    if fm and all(re.search(rf"^{k}:", fm.group(1), re.M) for k in ("title", "id")):
+        hugo_title = re.search(r"^title:\s*(.+?)\s*$", fm.group(1), re.M).group(1).strip("\"'")
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     # Nunjucks demo shortcodes (GC Design System: {% examplesPreview %}<gcds-button>Submit</gcds-button>{% endexamplesPreview %}):
     # their body is a rendered example whose label text would read as stray words in the prose
     text = re.sub(r"\{%-?\s*(\w*Preview|viewCode)\b.*?%\}.*?\{%-?\s*end\1\s*-?%\}", "", text, flags=re.S)
     lines = text.split("\n")
-    blocks = []
+    blocks = [("h", hugo_title)] if hugo_title else []
     para = []
     i, n = 0, len(lines)
 
