@@ -92,7 +92,7 @@ def _library_gate(settings: Settings, **kw):
 # Commands whose logic lives with their module, imported only when they are run or listed: a
 # cold `ask` does not pay for `tune`'s imports.
 _LAZY_COMMANDS = {"replay": ("sourcegate.replay", "replay_cmd"), "tune": ("sourcegate.evaluation.tune", "tune_cmd"),
-                  "feedback": ("sourcegate.feedback", "feedback_group")}
+                  "feedback": ("sourcegate.feedback", "feedback_group"), "adapt": ("sourcegate.adapt", "adapt_cmd")}
 
 
 class _Group(click.Group):

@@ -229,11 +229,24 @@ def shape_problem(rec: dict) -> str | None:
 Records = Iterable[tuple[int, dict | None, str | None]] | Iterable[dict]
 
 
+def _record_thresholds(rec: dict, thresholds: GateThresholds, given: dict[str, float] | None) -> GateThresholds:
+    """The thresholds a record is replayed under. A record decided under an adaptation (`sourcegate
+    adapt`) holds the scores the gate read (adapted) and the thresholds in force then: with `given`
+    (the thresholds asked for explicitly), those are replayed from the record's own, not the settings',
+    which were never applied to adapted scores."""
+    if given is None or not rec.get("adaptation") or not isinstance(rec.get("thresholds"), dict):
+        return thresholds
+    own = {k: float(v) for k, v in rec["thresholds"].items() if k in GateThresholds.__dataclass_fields__
+           and isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return replace(GateThresholds(**own), **given)
+
+
 def replay(records: Records, thresholds: GateThresholds, key: bytes | None = None,
-           trust: TrustTiers | None = None) -> ReplayReport:
+           trust: TrustTiers | None = None, given: dict[str, float] | None = None) -> ReplayReport:
     """Replay records — `(line, record, error)` triples from `audit.read_records`, or plain
     dicts — under `thresholds` and the trust tiers `trust` (None: each record's own); verify each
-    record's hash first (HMAC ones with `key`)."""
+    record's hash first (HMAC ones with `key`). With `given` (the thresholds asked for explicitly), a
+    record decided under an adaptation is replayed from its own thresholds with `given` applied."""
     report = ReplayReport(thresholds=thresholds.as_dict(), trust_tiers=trust.as_dict() if trust else {})
     for n, item in enumerate(records, start=1):
         line, rec, err = item if isinstance(item, tuple) else (n, item, None)
@@ -251,7 +264,7 @@ def replay(records: Records, thresholds: GateThresholds, key: bytes | None = Non
             report.invalid.append(InvalidRecord(line, audit_id if isinstance(audit_id, str) else None, problem))
             continue
         try:
-            changes, answer = replay_record(rec, thresholds, line, trust)
+            changes, answer = replay_record(rec, _record_thresholds(rec, thresholds, given), line, trust)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             report.invalid.append(InvalidRecord(line, audit_id, f"malformed record ({type(e).__name__}: {e})"))
             continue
@@ -356,7 +369,7 @@ def replay_cmd(ctx: click.Context, audit_file: Path, as_json: bool, ignore_chain
         _echo(format_chain_report(chain, key is not None), err=True)
         _echo(f"warning: the hash chain of {audit_file} is broken (see above): records that verify on their "
                    "own are replayed, but the log is not what was written", err=True)
-    report = replay(read_records(audit_file), thresholds, key, trust)
+    report = replay(read_records(audit_file), thresholds, key, trust, given=given)
     if as_json:
         data = report.to_json()
         data["chain"] = chain.to_json()

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from collections.abc import Mapping
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, Field, PrivateAttr, field_validator
 
@@ -45,6 +45,9 @@ from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge
 from .filters import FilterError, described, filter_choices, search_filters
 from .retrieve import RetrievalSettings, Retriever, is_multi_document, named_versions
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from .adapt import Adaptation
 from .store import SearchFilters, Store, open_store
 from .store.base import EmbedderMismatch, store_time_budget
 
@@ -169,6 +172,10 @@ class _PartRun:
     route_s: float
     # the units the question names that no passage found names, and those the passages name instead
     absent: AbsentUnit | None = None
+    # with an adaptation in force: the judge's own scores (the gate read the adapted ones) and the
+    # per-question probability that any candidate answers
+    judge_scores: list | None = None
+    p_answer: float | None = None
 
     @property
     def evidence(self) -> list[tuple[Candidate, PassageJudgement]]:
@@ -237,7 +244,10 @@ def _unique(items: list) -> list:
 
 class SourceGate:
     def __init__(self, settings: Settings, *, store: Store | None = None, embedder: Embedder | None = None,
-                 judge: Judge | None = None, writer: Writer | None = None, audit: AuditLog | None | bool = True):
+                 judge: Judge | None = None, writer: Writer | None = None, audit: AuditLog | None | bool = True,
+                 adaptation: "Adaptation | None | bool" = True):
+        """`adaptation`: True reads the one in force in the home (`sourcegate adapt`; setting ADAPTATION=off
+        turns it off), False or None answers with the judge alone, or an `Adaptation` to use."""
         self.settings = settings
         self.embedder = embedder or get_embedder(settings.embedder)
         if store is None:
@@ -267,8 +277,61 @@ class SourceGate:
         self.retriever = Retriever(self.store, self.embedder, self.retrieval)
         self.thresholds: GateThresholds = settings.thresholds()
         self.trust = settings.trust_tiers()
+        self._adapt_from_home = adaptation is True
+        self._adapt_mark: float | None = self._adaptation_mark()
+        self.adaptation, self.adaptation_problem = self._load_adaptation(adaptation)
         self._known_ids: tuple[float, frozenset[str]] | None = None
         self._documents: tuple[float, list] | None = None
+
+    def _load_adaptation(self, adaptation) -> tuple["Adaptation | None", str | None]:
+        """The adaptation to answer with, and why the home's is not used when it cannot be (it then answers
+        with the judge alone, and says so in the log and the health endpoint)."""
+        from .adapt import AdaptError, AdaptationStore, library_problem
+
+        if adaptation is None or adaptation is False:
+            return None, None
+        if adaptation is not True:
+            return adaptation, None
+        if str(getattr(self.settings, "adaptation", "auto")).lower() == "off":
+            return None, None
+        try:
+            ad = AdaptationStore(self.settings.home).current()
+        except AdaptError as e:
+            log.warning("adaptation not used: %s", e)
+            return None, str(e)
+        if ad is None:
+            return None, None
+        try:
+            problem = library_problem(ad.library, {d.id for d in self.store.list_documents()})
+        except Exception as e:  # the store is checked again when a question comes
+            problem = f"the library could not be listed to check it ({type(e).__name__})"
+        if problem:
+            log.warning("adaptation %s not used: %s", ad.id, problem)
+            return None, f"adaptation {ad.id} not used: {problem}"
+        return ad, None
+
+    def _adaptation_mark(self) -> float | None:
+        """When the home's adaptation history last changed (None: no history)."""
+        try:
+            return (self.settings.home / "adaptations" / "history.jsonl").stat().st_mtime_ns
+        except OSError:
+            return None
+
+    def refresh_adaptation(self) -> None:
+        """Read the home's adaptation again when `sourcegate adapt` (or `--undo`) changed it since: a
+        running server answers with it from its next question."""
+        if not self._adapt_from_home:
+            return
+        mark = self._adaptation_mark()
+        if mark != self._adapt_mark:
+            self._adapt_mark = mark
+            self.adaptation, self.adaptation_problem = self._load_adaptation(True)
+            log.info("adaptation in force: %s", self.adaptation.id if self.adaptation else "none")
+
+    @property
+    def gate_thresholds(self) -> GateThresholds:
+        """The thresholds in force: the settings', or the adaptation's (never a looser injection threshold)."""
+        return self.adaptation.gate_thresholds(self.thresholds) if self.adaptation is not None else self.thresholds
 
     @property
     def judge(self) -> Judge:
@@ -334,6 +397,7 @@ class SourceGate:
 
         `caller` (`sourcegate.identity.Caller`: who asks, from their token or API key) is written
         into the audit record; None where no one is named (the Python API, an open server)."""
+        self.refresh_adaptation()
         with store_time_budget(STORE_TIME_PER_QUESTION_S):
             return self._ask(query, interface, on_event, filters, caller)
 
@@ -515,8 +579,17 @@ class SourceGate:
             c.tier = self.trust.tier(c.source_type)
             # the values the quoted sentence states, compared between evidence passages by the gate
             c.values = stated_values(query, (quoted(bq.text, c, 1) or [None])[0]) if j.scores is not None else []
+        thresholds = self.gate_thresholds
+        judge_scores, p_answer = None, None
+        if self.adaptation is not None and judgement.results:
+            # the library's own heads and per-question decision (`sourcegate adapt`): the gate reads the
+            # adapted scores; the judge's are kept for the audit record
+            judge_scores = [j.scores for j in judgement.results]
+            adapted, p_answer = self.adaptation.apply(judge_scores, thresholds.evidence_min, [c.doc_id for c in candidates])
+            judgement = dataclasses.replace(judgement, results=[
+                dataclasses.replace(j, scores=a) for j, a in zip(judgement.results, adapted)])
         gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
-                                   self.thresholds, limit, subject_named=named,
+                                   thresholds, limit, subject_named=named,
                                    tiers=[c.tier for c in candidates], values=[c.values for c in candidates],
                                    current=[c.status != "archived" for c in candidates],
                                    document_injection=self._document_injection(candidates),
@@ -527,7 +600,7 @@ class SourceGate:
             c.gate_why = addressed_to_ai(c, g.reason, [x for x in candidates if x.doc_id == c.doc_id])
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
-                        t1 - t0, t2 - t1, t3 - t2, absent)
+                        t1 - t0, t2 - t1, t3 - t2, absent, judge_scores, p_answer)
 
     def _read_named_revision(self, candidates: list[Candidate], judgement: Judgement,
                              asked: list[str]) -> tuple[Judgement, list[bool]]:
@@ -587,7 +660,9 @@ class SourceGate:
             "judge": {"backend": self.settings.judge if self._judge is None else getattr(self._judge, "name", self.settings.judge),
                       "model": judgement.model,
                       "usage": judgement.usage if not multi else [r.judgement.usage for r in runs]},
-            "thresholds": self.thresholds.as_dict(),
+            "thresholds": self.gate_thresholds.as_dict(),
+            "adaptation": ({"id": self.adaptation.id, "p_answer": [r.p_answer for r in runs] if multi else runs[0].p_answer}
+                           if self.adaptation is not None else None),
             "policy": {"conflict_outweighs": self.settings.gate_conflict_outweighs},
             "trust_tiers": self.trust.as_dict(),
             "retrieval": {
@@ -606,6 +681,8 @@ class SourceGate:
                  "content_hash": c.content_hash, "retrieval_score": c.score,
                  **({"reranker_score": c.reranker_score} if c.reranker_score is not None else {}),
                  "scores": j.scores.rounded(6) if j.scores else None, "error": j.error,
+                 **({"judge_scores": js.rounded(6) if (js := r.judge_scores[i]) else None}
+                    if r.judge_scores is not None else {}),
                  "route": rt.value, "reason": reason,
                  **({"document_injection": d} if local_judge and (d := injection_of_document(c)) is not None else {}),
                  **({"why": c.gate_why} if c.gate_why else {}),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -52,6 +53,9 @@ class Settings(BaseSettings):
     # off by default: measured on ../shared/data/real/dev it broke three answers for one false premise caught
     gate_conflict_outweighs: bool = Field(False, validation_alias=_env("GATE_CONFLICT_OUTWEIGHS"))
     gate_candidates: int = Field(12, validation_alias=_env("GATE_CANDIDATES"))
+    # The library's adaptation (`sourcegate adapt`, kept in HOME/adaptations): "auto" answers with the one
+    # in force, "off" with the judge alone.
+    adaptation: Literal["auto", "off"] = Field("auto", validation_alias=_env("ADAPTATION"))
     # Trust tiers by source_type ("procedure=3, forum=1, *=2"; gate.DEFAULT_TRUST_TIERS): a passage of a
     # lower tier never outweighs a current higher-tier one that contradicts it (docs/how-it-works.md, "Trust tiers").
     gate_trust_tiers: str | None = Field(None, validation_alias=_env("GATE_TRUST_TIERS"))

@@ -682,8 +682,9 @@ def tune_cmd(ctx: click.Context, file: Path, max_unsafe: float, scores_path: Pat
 
         check_judge(settings)
         embedder = get_embedder(settings.embedder)
+        # the thresholds are fitted to the judge's own scores: an adaptation in force is left out
         gate = SourceGate(eval_audit_settings(settings), store=open_library(settings, embedder.id, embedder.dim),
-                          embedder=embedder)
+                          embedder=embedder, adaptation=False)
         try:
             results = run_eval(gate, cases)
         finally:
