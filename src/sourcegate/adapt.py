@@ -358,12 +358,15 @@ def check_labels(results) -> None:
                          "fix the judge and run again")
 
 
-def fit_adaptation(results, current: GateThresholds) -> Adaptation:
-    """Heads, decision and thresholds fitted on every result given (no held-out check: see `cross_validate`)."""
-    prior = document_prior(results)
+def fit_adaptation(results, current: GateThresholds, documents: bool = True) -> Adaptation:
+    """Heads, decision and thresholds fitted on every result given (no held-out check: see `cross_validate`).
+    `documents=False` leaves out what the labels say of each document: for heads meant for other libraries."""
+    prior = document_prior(results) if documents else {}
     rows = _pair_rows(results, prior)
     heads = {}
     names = {"evidence": EVI_NAMES, "contradiction": CON_NAMES}
+    if not documents:
+        names = {k: tuple(n for n in v if not n.startswith("doc_")) for k, v in names.items()}
     for key, (x, y) in rows.items():
         if key not in names:
             continue

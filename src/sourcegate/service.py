@@ -144,6 +144,8 @@ class AskResult(BaseModel):
     # Each part's question, subject, status and the documents of its evidence and conflicts: for
     # evaluation and Python callers, not part of the answer's shape.
     _parts: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    # per candidate id, the judge's readings behind its scores (`PassageJudgement.readings`), for eval
+    _readings: dict[str, dict[str, float]] = PrivateAttr(default_factory=dict)
 
 
 # How long the library's identifiers are kept for the planner before they are read again.
@@ -464,6 +466,7 @@ class SourceGate:
         result._parts = [{"question": r.part.question, "subject": r.part.subject, "status": r.status.value,
                           "evidence_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.evidence)),
                           "conflict_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.conflicts))} for r in runs]
+        result._readings = {c.id: j.readings for r in runs for c, j, _, _ in r.final if j.readings}
         if self.audit is not None:
             self.audit.append(self._audit_record(query, interface, result, runs, written, chosen, caller))
         return result

@@ -204,6 +204,10 @@ def run_case(gate, case: EvalCase) -> CaseResult:
         cands.append({"id": p.id, "doc_id": p.doc_id, "scores": p.scores, "route": "conflict", "reason": "contradicts_premise"})
     for x in r.excluded:
         cands.append({"id": x.id, "doc_id": x.doc_id, "scores": x.scores, "route": "excluded", "reason": x.reason})
+    readings = getattr(r, "_readings", None) or {}
+    for c in cands:  # the judge's readings behind each score, where it gives them (the local judge)
+        if c["id"] in readings:
+            c["readings"] = readings[c["id"]]
     return CaseResult(
         case=case, status=r.status,
         evidence_doc_ids=list(dict.fromkeys(p.doc_id for p in r.evidence)),

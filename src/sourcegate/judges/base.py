@@ -32,6 +32,9 @@ class PassageJudgement:
     # the passage's sentence that answers (the reader's span, or the one that settles a yes/no
     # question), when the judge knows it: the extractive answer quotes it
     quote: str | None = None
+    # the local judge's readings behind the scores (its interpretable heads and the reader's), for
+    # fitting heads on a library's own questions (`sourcegate.adapt`, `sourcegate eval --json`)
+    readings: dict[str, float] | None = None
 
 
 @dataclass

@@ -225,7 +225,7 @@ class LocalJudge:
                     contains_prompt_injection=_clip(b["inj"]),
                     is_superseded=_clip(b["sup"]),
                 )
-                results[k] = PassageJudgement(p.id, scores, quote=b.get("quote"))
+                results[k] = PassageJudgement(p.id, scores, quote=b.get("quote"), readings=_readings(b, readings.get(k)))
             except Exception as e:
                 results[k] = PassageJudgement(p.id, None, f"local judge failed: {type(e).__name__}: {e}")
         return Judgement(
@@ -327,6 +327,20 @@ class LocalJudge:
                 continue  # across languages the yes/no reading is near chance (measured): the reader stage decides
             b["evi"] = rd.polar_evidence(b, r)
             b["quote"] = settling_sentence(q, infos[k])
+
+
+def _readings(b: dict, r) -> dict[str, float]:
+    """The numbers behind a passage's scores: the interpretable heads' (before the reader), the flags the
+    stages read, and the reader's readings when it read the passage."""
+    out = {"evi_base": float(b.get("evi_base", b.get("evi", 0.0))), "rel_base": float(b.get("rel", 0.0)),
+           "xling": float(bool(b.get("xling"))), "polar": float(bool(b.get("polar"))),
+           "subject_mismatch": float(bool(b.get("subject_mismatch"))), "capped": float(bool(b.get("caps"))),
+           "read": float(r is not None)}
+    if r is not None:
+        out.update({"p_answer": float(r.p_answer), "span_margin": float(r.span_margin),
+                    "p_contradiction": float(r.p_contradiction), "p_entailment": float(r.p_entailment),
+                    "p_yes": float(r.p_yes), "p_no": float(r.p_no), "p_open": float(r.p_open)})
+    return out
 
 
 def sentence_at(sents: list[str], text: str, start: int, end: int) -> str | None:
