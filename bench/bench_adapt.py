@@ -35,8 +35,11 @@ LIBS = REPO / ".cache" / "real_train"
 
 
 def source_results(eval_json: Path):
+    """A source's eval output with its questions: the file kept beside it (`PART.questions.jsonl`, a
+    sample), else the library's."""
     part = eval_json.stem
-    cases = load_cases(LIBS / part / "questions.jsonl")
+    kept = eval_json.with_name(f"{part}.questions.jsonl")
+    cases = load_cases(kept if kept.exists() else LIBS / part / "questions.jsonl")
     return results_from_eval_json(json.loads(eval_json.read_text()), cases)
 
 

@@ -63,8 +63,26 @@ def _cli(src: Path) -> list[str]:
     return [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(src)!r}); from sourcegate.cli import main; main()"]
 
 
-def run_part(src: Path, part: str, label: str, weights: Path | None, eval_dir: Path | None = None) -> dict:
+def questions_file(lib: Path, max_questions: int = 0) -> Path:
+    """The library's questions, or a seeded sample of `max_questions` of them (kept beside them)."""
+    path = lib / "questions.jsonl"
+    if not max_questions:
+        return path
+    lines = [l for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
+    if len(lines) <= max_questions:
+        return path
+    import random
+
+    keep = sorted(random.Random(f"sample:{lib.name}").sample(range(len(lines)), max_questions))
+    out = lib / f"questions.sample{max_questions}.jsonl"
+    out.write_text("".join(lines[i] + "\n" for i in keep), encoding="utf-8")
+    return out
+
+
+def run_part(src: Path, part: str, label: str, weights: Path | None, eval_dir: Path | None = None,
+             max_questions: int = 0) -> dict:
     lib = library(part)
+    qfile = questions_file(lib, max_questions)
     home = Path(tempfile.mkdtemp(prefix=f"sg-train-{part}-"))
     env = dict(os.environ, SOURCEGATE_HOME=str(home))
     if weights is not None:
@@ -72,12 +90,13 @@ def run_part(src: Path, part: str, label: str, weights: Path | None, eval_dir: P
     t0 = time.time()
     subprocess.run(_cli(src) + ["ingest", str(lib / "corpus.json")], env=env, check=True, capture_output=True)
     t1 = time.time()
-    out = subprocess.run(_cli(src) + ["eval", str(lib / "questions.jsonl"), "--json"], env=env, check=True,
+    out = subprocess.run(_cli(src) + ["eval", str(qfile), "--json"], env=env, check=True,
                          capture_output=True, text=True).stdout
     d = json.loads(out)
     if eval_dir is not None:
         eval_dir.mkdir(parents=True, exist_ok=True)
         (eval_dir / f"{part}.json").write_text(out)
+        (eval_dir / f"{part}.questions.jsonl").write_text(qfile.read_text(encoding="utf-8"), encoding="utf-8")
     m = d["metrics"]
     return {"part": part, "label": label, "cases": m["cases"], "accuracy": m["accuracy"],
             "status_accuracy": m["status_accuracy"], "unsafe_answers": m["unsafe_answers"],
@@ -134,6 +153,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every figure and failure here")
     ap.add_argument("--eval-dir", type=Path, help="keep each source's `sourcegate eval --json` output here (DIR/PART.json), "
                                                   "with every candidate's scores, for `--sweep`")
+    ap.add_argument("--max-questions", type=int, default=0,
+                    help="a seeded sample of at most this many questions per source (0: all; the sample is kept beside "
+                         "the library and, with --eval-dir, beside the eval output as PART.questions.jsonl)")
     ap.add_argument("--sweep", type=Path, nargs="+", metavar="EVAL_DIR",
                     help="no run: from the eval outputs kept in these folders, the gate's accuracy and unsafe answers "
                          "at each evidence threshold (the other thresholds as configured), sources pooled")
@@ -154,10 +176,11 @@ def main(argv=None) -> int:
 
         with checkout(a.compare) as wt:
             results[a.compare] = [run_part(wt / "src", p, a.compare, None,
-                                           a.eval_dir / a.compare if a.eval_dir else None) for p in parts]
+                                           a.eval_dir / a.compare if a.eval_dir else None, a.max_questions)
+                                  for p in parts]
     label = "this checkout" + (" (leave one source out)" if a.fold_weights else "")
     results[label] = [run_part(REPO / "src", p, label, (a.fold_weights / p) if a.fold_weights else None,
-                               a.eval_dir / "this" if a.eval_dir else None) for p in parts]
+                               a.eval_dir / "this" if a.eval_dir else None, a.max_questions) for p in parts]
     for lab, rows in results.items():
         s = summary(rows)
         runs.append({"label": lab, "summary": s, "parts": rows})

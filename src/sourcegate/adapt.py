@@ -297,6 +297,11 @@ def _pair_rows(results, prior: dict[str, list[int]] | None = None) -> dict[str, 
                 continue
             doc = c["doc_id"]
             good = doc in exp and doc not in forb
+            passages = getattr(r.case, "expected_passages", None)  # feedback names the passage itself
+            if passages and good:
+                good = c.get("id") in passages
+            if c.get("id") in (getattr(r.case, "forbidden_passages", None) or ()):
+                good = False
             ev_rows.append(f)
             ev_y.append(int(answers and good))
             con_rows.append(f)
@@ -732,6 +737,14 @@ def adapt_cmd(ctx, file: Path | None, scores_path: Path | None, folds: int, dry_
         raise click.ClickException(f"{file} is not a labelled question file: {e} (see `sourcegate eval --help`)") from None
     if not cases:
         raise click.ClickException(f"{file} holds no labelled question")
+    # feedback exports name the passages themselves and the index they were made on
+    marks = []
+    for case, line in zip(cases, (l for l in Path(file).read_text(encoding="utf-8").splitlines() if l.strip())):
+        row = json.loads(line)
+        case.expected_passages = [str(x) for x in row.get("expected_passages") or []]
+        case.forbidden_passages = [str(x) for x in row.get("forbidden_passages") or []]
+        if isinstance(row.get("library"), dict):
+            marks.append(row["library"])
     from .cli import _library, _run_with_progress, check_judge, eval_audit_settings
     from .service import SourceGate
 
@@ -745,6 +758,17 @@ def adapt_cmd(ctx, file: Path | None, scores_path: Path | None, folds: int, dry_
                 f"{file} names {len(missing)} document(s) this library does not hold: {shown}. Labels from another "
                 "library, or documents removed since: fix the labels or ingest the documents (`sourcegate status "
                 "--documents` lists the library's ids)")
+        if marks:
+            from .feedback import library_fingerprint
+
+            now = library_fingerprint(lib)
+            made = {m.get("sha256") for m in marks}
+            if now.get("sha256") not in made:
+                m = marks[-1]
+                click.echo(f"warning: {file}'s labels were made on another state of this index ({m.get('documents')} "
+                           f"documents and {m.get('passages')} passages then, {now['documents']} and {now['passages']} "
+                           "now): documents were ingested, changed or removed since; the labels are checked against "
+                           "the documents the library holds now", err=True)
         if scores_path is not None:
             try:
                 results = results_from_eval_json(json.loads(scores_path.read_text(encoding="utf-8")), cases)
@@ -754,6 +778,9 @@ def adapt_cmd(ctx, file: Path | None, scores_path: Path | None, folds: int, dry_
             check_judge(settings)
             gate = SourceGate(eval_audit_settings(settings), store=lib, adaptation=False)
             results = _run_with_progress(gate, cases)
+        for r, case in zip(results, cases):  # a scores file's rows rebuild the cases: keep the passage labels
+            r.case.expected_passages = case.expected_passages
+            r.case.forbidden_passages = case.forbidden_passages
         current = settings.thresholds()
         try:
             ad, cv, why = adapt_results(results, current, folds)
