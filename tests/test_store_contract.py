@@ -12,7 +12,7 @@ import pytest
 
 from sourcegate.embed import HashingEmbedder
 from sourcegate.models import Chunk, Document
-from sourcegate.store import SearchFilters, open_store
+from sourcegate.store import ReadersRule, SearchFilters, open_store
 from sourcegate.store.sqlite import SqliteStore, fts_query
 from live_azure import ENDPOINT as LIVE_AZURE
 
@@ -88,10 +88,11 @@ def store(open_same):
     return open_same()
 
 
-def doc(doc_id, texts, status="current", version="1", source_type="procedure", title=None, metadata=None):
+def doc(doc_id, texts, status="current", version="1", source_type="procedure", title=None, metadata=None,
+        readers=None):
     d = Document(id=doc_id, title=title or f"Title {doc_id}", text="\n\n".join(texts), status=status, version=version,
                  source_type=source_type, url=f"https://x/{doc_id}", content_hash=f"h-{doc_id}-{len(texts)}",
-                 metadata=metadata or {})
+                 metadata=metadata or {}, readers=list(readers or []))
     chunks = [Chunk(id=f"{doc_id}#{i}", doc_id=doc_id, ordinal=i, text=t) for i, t in enumerate(texts)]
     return d, chunks, EMB.embed(texts)
 
@@ -112,6 +113,41 @@ def test_upsert_get_and_list(store):
     assert [c.id for c in chunks] == ["A#1", "A#0"]
     assert chunks[0].passage_features == {"k": 1} and chunks[0].title == "Title A" and chunks[0].version == "1"
     assert store.get_document("nope") is None
+
+
+def test_readers_trim_every_read_inside_the_store(store):
+    """A restricted caller's rule (docs/readers.md) is applied by each store in its queries: the
+    searches, the chunks fetched by id and the document list; an unrestricted caller (no rule) reads all."""
+    text = "the pump seal of station 7 is replaced every 4000 hours with a viton seal"
+    put(store, "PUBLIC", [text])
+    put(store, "HR", [text + " according to the HR case file"], readers=["grp-hr", "user-ana"])
+    put(store, "SEC", [text + " per the security runbook"], readers=["grp-sec"])
+    assert store.get_document("HR").readers == ["grp-hr", "user-ana"] and store.get_document("PUBLIC").readers == []
+    q = EMB.embed(["pump seal station 7 viton"])[0]
+    cases = {
+        None: {"PUBLIC", "HR", "SEC"},
+        ReadersRule(frozenset({"grp-hr"})): {"HR"},
+        ReadersRule(frozenset({"user-ana", "grp-sec"})): {"HR", "SEC"},
+        ReadersRule(frozenset({"grp-hr"}), unmarked=True): {"PUBLIC", "HR"},
+        ReadersRule(frozenset(), unmarked=True): {"PUBLIC"},
+        ReadersRule(frozenset({"nobody-here"})): set(),
+        ReadersRule(): set(),
+    }
+    for rule, readable in cases.items():
+        f = SearchFilters(readers=rule)
+        docs = lambda hits: {cid.split("#")[0] for cid, _ in hits}  # noqa: E731
+        assert docs(store.dense_search(q, 10, f)) == readable, rule
+        assert docs(store.lexical_search("pump seal viton", 10, f)) == readable, rule
+        if hasattr(store, "hybrid_search"):
+            assert {h.id.split("#")[0] for h in store.hybrid_search("pump seal", [q], 10, 10, f)} == readable, rule
+        assert {c.doc_id for c in store.get_chunks(["PUBLIC#0", "HR#0", "SEC#0"], rule)} == readable, rule
+        assert {d.id for d in store.list_documents(rule)} == readable, rule
+    # with other filters: both apply
+    assert store.dense_search(q, 10, SearchFilters(readers=ReadersRule(frozenset({"grp-hr"})), version="2")) == []
+    # new readers replace the old ones
+    put(store, "HR", [text], readers=["grp-sec"])
+    assert {d.id for d in store.list_documents(ReadersRule(frozenset({"grp-hr"})))} == set()
+    assert {d.id for d in store.list_documents(ReadersRule(frozenset({"grp-sec"})))} == {"HR", "SEC"}
 
 
 def test_dense_search_ranks_by_cosine(store):
@@ -256,7 +292,8 @@ def test_export_gives_back_what_was_written(store):
 def test_migrations_are_named_and_recorded(tmp_path):
     s = SqliteStore(tmp_path / "i.db", EMB.id, EMB.dim)
     names = [r[0] for r in s._conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
-    assert names == ["0001_documents_and_chunks", "0002_vectors", "0003_fts_filter_columns", "0004_document_metadata"]
+    assert names == ["0001_documents_and_chunks", "0002_vectors", "0003_fts_filter_columns", "0004_document_metadata",
+                     "0005_document_readers"]
     assert s._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     s.close()
 

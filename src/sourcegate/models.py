@@ -61,6 +61,9 @@ class Document:
     content_hash: str = ""
     # Other keys of its front matter or sidecar (`model`, `product`): text values, for filters.
     metadata: dict[str, str] = field(default_factory=dict)
+    # The user and group ids that may read it (`readers` in its metadata, or `ingest --readers`;
+    # docs/readers.md); empty: it names none, and DOCUMENTS_WITHOUT_READERS says who reads it.
+    readers: list[str] = field(default_factory=list)
     # Keys of its front matter, HTML <meta> tags, sidecar or manifest that ingest could not read,
     # each with why (`id (a reserved name)`): named in the ingest summary, not stored.
     unread_keys: list[str] = field(default_factory=list)

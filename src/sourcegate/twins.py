@@ -226,7 +226,7 @@ def refresh_twins(store) -> int:
         r = exp.record
         doc = Document(id=r.id, title=r.title, text="", url=r.url, source_type=r.source_type, version=r.version,
                        status=r.status, updated_at=r.updated_at, path=r.source_path, content_hash=r.content_hash,
-                       metadata=dict(r.metadata))
+                       metadata=dict(r.metadata), readers=list(r.readers))
         store.upsert_document(doc, exp.chunks, exp.vectors, [f or None for f in feats], source_path=r.source_path)
         rewritten += 1
     log.debug("twins refreshed: %d passages with twins, %d documents rewritten", len(twins), rewritten)

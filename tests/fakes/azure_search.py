@@ -387,37 +387,62 @@ class FakeSearchService:
     @staticmethod
     def _filter(expr: str | None, fields: dict[str, dict]):
         """OData: clauses joined by `and`, each `field eq|ne|gt|ge|lt|le 'literal'`, `field eq|ne number`,
-        `search.in(field, 'a,b', ',')` or `collection/any(t: t eq 'literal')`."""
+        `search.in(field, 'a,b', ',')`, `collection/any(t: t eq 'literal')`,
+        `collection/any(t: search.in(t, 'a,b', ','))` (security trimming), `not collection/any()`, or a
+        parenthesised `or` of those."""
         if not expr:
             return lambda d: True
+        outside_quotes = r"(?=(?:[^']*'[^']*')*[^']*$)"
         clauses = []
-        for part in re.split(r"\s+and\s+(?=(?:[^']*'[^']*')*[^']*$)", expr.strip()):
-            m = re.fullmatch(r"search\.in\((\w+),\s*'((?:[^']|'')*)'(?:,\s*'([^']*)')?\)", part.strip())
-            if m:
-                fname, values, delim = m.group(1), m.group(2).replace("''", "'"), m.group(3)
-                allowed = set(values.split(delim) if delim else re.split(r"[ ,]", values))
-                clauses.append((fname, lambda v, a=allowed: v in a))
-                continue
-            m = re.fullmatch(r"(\w+)/any\((\w+):\s*(\w+)\s+eq\s+'((?:[^']|'')*)'\)", part.strip())
-            if m:
-                if m.group(2) != m.group(3):
-                    raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: unknown variable in '{part}'.")
-                value = m.group(4).replace("''", "'")
-                clauses.append((m.group(1), lambda v, x=value: isinstance(v, list) and x in v))
-                continue
-            m = re.fullmatch(r"(\w+)\s+(eq|ne|gt|ge|lt|le)\s+(?:'((?:[^']|'')*)'|(-?\d+))", part.strip())
-            if not m:
-                raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: syntax error in '{part}'.")
-            fname, op = m.group(1), m.group(2)
-            value = m.group(3).replace("''", "'") if m.group(3) is not None else int(m.group(4))
-            compare = {"eq": lambda v, x: v == x, "ne": lambda v, x: v != x,
-                       "gt": lambda v, x: v is not None and v > x, "ge": lambda v, x: v is not None and v >= x,
-                       "lt": lambda v, x: v is not None and v < x, "le": lambda v, x: v is not None and v <= x}[op]
-            clauses.append((fname, lambda v, x=value, c=compare: c(v, x)))
-        for fname, _ in clauses:
-            if not (fields.get(fname) or {}).get("filterable"):
-                raise ServiceError(400, "InvalidRequestParameter", f"The field '{fname}' is not filterable.")
-        return lambda d: all(test(d.get(fname)) for fname, test in clauses)
+        for part in re.split(r"\s+and\s+" + outside_quotes, expr.strip()):
+            part = part.strip()
+            if part.startswith("(") and part.endswith(")"):
+                alternatives = [FakeSearchService._clause(a.strip())
+                                for a in re.split(r"\s+or\s+" + outside_quotes, part[1:-1].strip())]
+                clauses.append(([f for f, _ in alternatives],
+                                lambda d, alts=alternatives: any(test(d.get(f)) for f, test in alts)))
+            else:
+                fname, test = FakeSearchService._clause(part)
+                clauses.append(([fname], lambda d, f=fname, t=test: t(d.get(f))))
+        for names, _ in clauses:
+            for fname in names:
+                if not (fields.get(fname) or {}).get("filterable"):
+                    raise ServiceError(400, "InvalidRequestParameter", f"The field '{fname}' is not filterable.")
+        return lambda d: all(test(d) for _, test in clauses)
+
+    @staticmethod
+    def _clause(part: str):
+        """(field, test of the field's value) for one clause of a filter."""
+        m = re.fullmatch(r"search\.in\((\w+),\s*'((?:[^']|'')*)'(?:,\s*'([^']*)')?\)", part)
+        if m:
+            fname, values, delim = m.group(1), m.group(2).replace("''", "'"), m.group(3)
+            allowed = set(values.split(delim) if delim else re.split(r"[ ,]", values))
+            return fname, lambda v, a=allowed: v in a
+        m = re.fullmatch(r"(\w+)/any\((\w+):\s*search\.in\((\w+),\s*'((?:[^']|'')*)'(?:,\s*'([^']*)')?\)\)", part)
+        if m:
+            if m.group(2) != m.group(3):
+                raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: unknown variable in '{part}'.")
+            values, delim = m.group(4).replace("''", "'"), m.group(5)
+            allowed = set(values.split(delim) if delim else re.split(r"[ ,]", values))
+            return m.group(1), lambda v, a=allowed: isinstance(v, list) and any(x in a for x in v)
+        m = re.fullmatch(r"not\s+(\w+)/any\(\)", part)
+        if m:
+            return m.group(1), lambda v: not (isinstance(v, list) and v)
+        m = re.fullmatch(r"(\w+)/any\((\w+):\s*(\w+)\s+eq\s+'((?:[^']|'')*)'\)", part)
+        if m:
+            if m.group(2) != m.group(3):
+                raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: unknown variable in '{part}'.")
+            value = m.group(4).replace("''", "'")
+            return m.group(1), lambda v, x=value: isinstance(v, list) and x in v
+        m = re.fullmatch(r"(\w+)\s+(eq|ne|gt|ge|lt|le)\s+(?:'((?:[^']|'')*)'|(-?\d+))", part)
+        if not m:
+            raise ServiceError(400, "InvalidRequestParameter", f"Invalid expression: syntax error in '{part}'.")
+        fname, op = m.group(1), m.group(2)
+        value = m.group(3).replace("''", "'") if m.group(3) is not None else int(m.group(4))
+        compare = {"eq": lambda v, x: v == x, "ne": lambda v, x: v != x,
+                   "gt": lambda v, x: v is not None and v > x, "ge": lambda v, x: v is not None and v >= x,
+                   "lt": lambda v, x: v is not None and v < x, "le": lambda v, x: v is not None and v <= x}[op]
+        return fname, lambda v, x=value, c=compare: c(v, x)
 
 
 class _Closable:

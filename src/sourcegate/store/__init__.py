@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from .base import DocumentRecord, ExportedDocument, SearchFilters, Store, StoreStats
+from .base import DocumentRecord, ExportedDocument, ReadersRule, SearchFilters, Store, StoreStats
 
-__all__ = ["DocumentRecord", "ExportedDocument", "SearchFilters", "Store", "StoreStats", "StoreURLError",
+__all__ = ["DocumentRecord", "ExportedDocument", "ReadersRule", "SearchFilters", "Store", "StoreStats", "StoreURLError",
            "SUPPORTED_STORE_URLS", "describe_location", "is_conninfo", "open_store", "sqlite_path", "store_kind"]
 
 SUPPORTED_STORE_URLS = ("sqlite:///relative/index.db", "sqlite:////absolute/index.db",

@@ -36,8 +36,8 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 
 from ..models import Candidate, Chunk, Document
-from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReembedRow, SearchFilters, StoreStats,
-                   checked_upsert, reembed_text, text_digest)
+from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReadersRule, ReembedRow, SearchFilters,
+                   StoreStats, checked_upsert, reembed_text, text_digest)
 from .sqlite import fts_terms
 
 INSTALL_HINT = 'the Azure AI Search store needs azure-search-documents: pip install "sourcegate[azure]"'
@@ -103,6 +103,25 @@ def _after_prefix(prefix: str) -> str | None:
     return "".join(chars)
 
 
+def readers_expression(rule: ReadersRule) -> str:
+    """Azure AI Search's security trimming filter over the `readers` collection: one of the caller's
+    ids among a document's readers (`search.in` inside `any`), or, where documents without readers are
+    readable, none at all (`not readers/any()`, true of an empty or missing collection). Ids never
+    hold a comma (`readers.READER_ID`): the comma delimits them safely. A rule that admits nothing is
+    never sent (the stores answer it without a request)."""
+    parts = []
+    ids = sorted(i for i in rule.ids if "," not in i and "'" not in i)
+    if ids:
+        parts.append(f"readers/any(r: search.in(r, {odata_literal(','.join(ids))}, ','))")
+    if rule.unmarked:
+        parts.append("not readers/any()")
+    return parts[0] if len(parts) == 1 else "(" + " or ".join(parts) + ")"
+
+
+def admits_nothing(rule: ReadersRule | None) -> bool:
+    return rule is not None and not rule.unmarked and not any("," not in i and "'" not in i for i in rule.ids)
+
+
 def filter_expression(filters: SearchFilters, extra: Iterable[str] = ()) -> str | None:
     clauses = [f"status ne {odata_literal(s)}" for s in filters.exclude_status]
     for col in ("status", "source_type", "version"):
@@ -118,6 +137,8 @@ def filter_expression(filters: SearchFilters, extra: Iterable[str] = ()) -> str 
                        + (f" and doc_id lt {odata_literal(upper)}" if upper is not None else ""))
     for tag in metadata_tags(dict(filters.metadata)):
         clauses.append(f"tags/any(t: t eq {odata_literal(tag)})")
+    if filters.readers is not None:
+        clauses.append(readers_expression(filters.readers))
     clauses.extend(extra)
     return " and ".join(clauses) or None
 
@@ -241,6 +262,9 @@ class AzureSearchStore:
                 SimpleField(name="features", type=SearchFieldDataType.STRING),
                 SimpleField(name="tags", type=SearchFieldDataType.Collection(SearchFieldDataType.STRING),
                             filterable=True),
+                # who may read the chunk's document (docs/readers.md): the security trimming filter
+                SimpleField(name="readers", type=SearchFieldDataType.Collection(SearchFieldDataType.STRING),
+                            filterable=True),
                 SimpleField(name=STAGED_DIGEST, type=SearchFieldDataType.STRING),
                 SearchField(name=VECTOR_FIELD, type="Collection(Edm.Single)", searchable=True, retrievable=True,
                             stored=True, vector_search_dimensions=self.dim, vector_search_profile_name=VECTOR_PROFILE),
@@ -282,6 +306,8 @@ class AzureSearchStore:
                 SimpleField(name="dim", type=SearchFieldDataType.INT32),
                 SimpleField(name="analyzer", type=SearchFieldDataType.STRING),
                 SimpleField(name="metadata", type=SearchFieldDataType.STRING),
+                SimpleField(name="readers", type=SearchFieldDataType.Collection(SearchFieldDataType.STRING),
+                            filterable=True),
                 SimpleField(name="vector_field", type=SearchFieldDataType.STRING),
                 SimpleField(name="reembed_target", type=SearchFieldDataType.STRING),
                 SimpleField(name="hash_embedder", type=SearchFieldDataType.STRING),
@@ -478,13 +504,13 @@ class AzureSearchStore:
                 raise RuntimeError(f"Azure AI Search refused {len(failed)} of {len(batch)} writes "
                                    f"(first: key {r.key}, status {r.status_code}: {r.error_message})")
 
-    def _chunks_by_keys(self, keys: list[str], select: list[str]) -> list[dict]:
+    def _chunks_by_keys(self, keys: list[str], select: list[str], also: str | None = None) -> list[dict]:
         out: list[dict] = []
         for i in range(0, len(keys), READ_PAGE):
             part = keys[i:i + READ_PAGE]
             # Keys are base64url: never a comma, so a comma delimits them safely.
-            results = self._chunks.search(search_text=None, filter=f"search.in(key, '{','.join(part)}', ',')",
-                                          top=len(part), select=select)
+            where = f"search.in(key, '{','.join(part)}', ',')" + (f" and {also}" if also else "")
+            results = self._chunks.search(search_text=None, filter=where, top=len(part), select=select)
             out.extend(dict(r) for r in results)
         return out
 
@@ -501,6 +527,7 @@ class AzureSearchStore:
             "ordinal": ch.ordinal, "title": doc.title, "heading": ch.heading, "text": ch.text, "url": doc.url,
             "version": doc.version or "", "status": status, "source_type": doc.source_type or "",
             "content_hash": doc.content_hash, "page": ch.page, "tags": metadata_tags(doc.metadata or {}),
+            "readers": sorted(set(doc.readers or ())),
             "features": json.dumps(feat, separators=(",", ":")) if feat is not None else None,
             self.vector_field: vec.tolist(),
         } for ch, vec, feat in zip(chunks, vectors, features)]
@@ -515,6 +542,7 @@ class AzureSearchStore:
             "status": status, "updated_at": doc.updated_at, "content_hash": doc.content_hash,
             "source_path": source_path, "chunk_count": len(chunks), "chunk_ids": [ch.id for ch in chunks],
             "metadata": json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True),
+            "readers": sorted(set(doc.readers or ())),
             "ingested_at": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
         }])
 
@@ -533,7 +561,7 @@ class AzureSearchStore:
 
     # -- reads --------------------------------------------------------------------------------
     _DOC_SELECT = ["doc_id", "title", "url", "source_type", "version", "status", "updated_at", "content_hash",
-                   "source_path", "chunk_count", "metadata"]
+                   "source_path", "chunk_count", "metadata", "readers"]
 
     @staticmethod
     def _record(r: dict) -> DocumentRecord:
@@ -541,16 +569,20 @@ class AzureSearchStore:
                               source_type=r.get("source_type"), version=r.get("version"),
                               status=r.get("status") or "current", updated_at=r.get("updated_at"),
                               content_hash=r.get("content_hash") or "", source_path=r.get("source_path"),
-                              chunk_count=int(r.get("chunk_count") or 0), metadata=json.loads(r.get("metadata") or "{}"))
+                              chunk_count=int(r.get("chunk_count") or 0), metadata=json.loads(r.get("metadata") or "{}"),
+                              readers=list(r.get("readers") or []))
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         r = self._lookup(self._docs, encode_key(doc_id), self._DOC_SELECT)
         return self._record(r) if r else None
 
-    def list_documents(self) -> list[DocumentRecord]:
+    def list_documents(self, readers: ReadersRule | None = None) -> list[DocumentRecord]:
+        if admits_nothing(readers):
+            return []
+        where = "kind eq 'document'" + (f" and {readers_expression(readers)}" if readers is not None else "")
         out: list[DocumentRecord] = []
         while True:
-            page = [dict(r) for r in self._docs.search(search_text=None, filter="kind eq 'document'",
+            page = [dict(r) for r in self._docs.search(search_text=None, filter=where,
                                                        order_by=["doc_id asc"], top=READ_PAGE, skip=len(out),
                                                        select=self._DOC_SELECT)]
             out.extend(self._record(r) for r in page)
@@ -560,7 +592,7 @@ class AzureSearchStore:
     def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
         from azure.search.documents.models import VectorizedQuery
 
-        if k <= 0:
+        if k <= 0 or admits_nothing(filters.readers):
             return []
         self._check_embedder()
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -572,7 +604,7 @@ class AzureSearchStore:
 
     def lexical_search(self, query: str, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
         text = search_text(query)
-        if k <= 0 or not text:
+        if k <= 0 or not text or admits_nothing(filters.readers):
             return []
         results = self._chunks.search(search_text=text, search_mode="any", query_type="simple",
                                       filter=filter_expression(filters), top=k, select=["chunk_id"])
@@ -584,7 +616,7 @@ class AzureSearchStore:
         (and reranked by the semantic ranker when enabled); the best k."""
         from azure.search.documents.models import VectorizedQuery
 
-        if k <= 0:
+        if k <= 0 or admits_nothing(filters.readers):
             return []
         self._check_embedder()
         text = search_text(query)
@@ -599,10 +631,11 @@ class AzureSearchStore:
         return [HybridHit(r["chunk_id"], float(r["@search.score"]), r.get("@search.reranker_score"))
                 for r in results]
 
-    def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
-        if not chunk_ids:
+    def get_chunks(self, chunk_ids: list[str], readers: ReadersRule | None = None) -> list[Candidate]:
+        if not chunk_ids or admits_nothing(readers):
             return []
-        rows = self._chunks_by_keys([encode_key(c) for c in dict.fromkeys(chunk_ids)], _chunk_fields())
+        rows = self._chunks_by_keys([encode_key(c) for c in dict.fromkeys(chunk_ids)], _chunk_fields(),
+                                    readers_expression(readers) if readers is not None else None)
         by_id = {
             r["chunk_id"]: Candidate(
                 id=r["chunk_id"], doc_id=r["doc_id"], title=r.get("title") or "", text=r.get("text") or "",

@@ -73,6 +73,37 @@ def current_store_time() -> StoreTime | None:
 
 
 @dataclass(frozen=True)
+class ReadersRule:
+    """Which documents a restricted caller may read (docs/readers.md): those whose readers name one
+    of `ids` (the caller's user id and groups), and, when `unmarked` (DOCUMENTS_WITHOUT_READERS=
+    everyone), those that name no readers. An unrestricted caller has no rule (None): every
+    document. Every store applies it inside its queries, as it applies the other filters."""
+
+    ids: frozenset[str] = frozenset()
+    unmarked: bool = False
+
+    def admits(self, readers) -> bool:
+        """Whether a document with these readers (a list of ids, empty for none) may be read."""
+        return bool(self.ids.intersection(readers)) if readers else self.unmarked
+
+    @property
+    def admits_nothing(self) -> bool:
+        return not self.ids and not self.unmarked
+
+    def describe(self) -> dict[str, object]:
+        """What the audit record keeps of the rule: how many ids it reads with (the ids are the
+        caller's groups, kept as a count and a hash with the caller) and what a document without
+        readers means."""
+        return {"trimmed": True, "ids": len(self.ids),
+                "documents_without_readers": "everyone" if self.unmarked else "nobody"}
+
+
+def readable(readers: "ReadersRule | None", doc: "DocumentRecord") -> bool:
+    """Whether `doc` passes the rule (None: an unrestricted caller, every document)."""
+    return readers is None or readers.admits(doc.readers)
+
+
+@dataclass(frozen=True)
 class SearchFilters:
     """Metadata filters applied inside the store. Archived revisions are excluded by default:
     the first layer against stale evidence (the gate's `is_superseded` is the second)."""
@@ -85,11 +116,14 @@ class SearchFilters:
     # metadata (front matter, sidecar) holds each (key, value).
     doc_id_prefix: str | None = None
     metadata: tuple[tuple[str, str], ...] = ()
+    # The caller's readers rule (None: an unrestricted caller reads every document).
+    readers: ReadersRule | None = None
 
     @property
     def by_document(self) -> bool:
-        """Whether a filter needs the document's id or metadata (not copied onto each chunk)."""
-        return self.doc_id_prefix is not None or bool(self.metadata)
+        """Whether a filter needs the document's id, metadata or readers (not copied onto each
+        chunk in every store)."""
+        return self.doc_id_prefix is not None or bool(self.metadata) or self.readers is not None
 
     def matches(self, doc: "DocumentRecord") -> bool:
         """Whether a document passes these filters (the stores apply the same in their queries)."""
@@ -100,6 +134,8 @@ class SearchFilters:
             if want is not None and (getattr(doc, name) or "") != want:
                 return False
         if self.doc_id_prefix is not None and not doc.id.startswith(self.doc_id_prefix):
+            return False
+        if not readable(self.readers, doc):
             return False
         return all(doc.metadata.get(k) == v for k, v in self.metadata)
 
@@ -117,6 +153,8 @@ class DocumentRecord:
     source_path: str | None = None
     chunk_count: int = 0
     metadata: dict[str, str] = field(default_factory=dict)
+    # The user and group ids that may read it (docs/readers.md); empty: it names none.
+    readers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -188,7 +226,8 @@ class Store(Protocol):
 
     def get_document(self, doc_id: str) -> DocumentRecord | None: ...
 
-    def list_documents(self) -> list[DocumentRecord]: ...
+    def list_documents(self, readers: ReadersRule | None = None) -> list[DocumentRecord]:
+        """Every document, or with `readers` only those the rule admits (in the store's query)."""
 
     def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
         """(chunk id, cosine similarity), best first."""
@@ -196,7 +235,8 @@ class Store(Protocol):
     def lexical_search(self, query: str, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
         """(chunk id, BM25 score, higher is better), best first."""
 
-    def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]: ...
+    def get_chunks(self, chunk_ids: list[str], readers: ReadersRule | None = None) -> list[Candidate]:
+        """The chunks of these ids, in that order; with `readers`, only those of documents the rule admits."""
 
     def get_vectors(self, chunk_ids: list[str]) -> dict[str, np.ndarray]:
         """Stored (normalised) vectors of the given chunks."""

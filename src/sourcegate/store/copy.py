@@ -87,7 +87,7 @@ def _copy_documents(src: Store, dst: Store, records, report: CopyReport, progres
         r = exp.record
         doc = Document(id=r.id, title=r.title, text="", url=r.url, source_type=r.source_type, version=r.version,
                        status=r.status, updated_at=r.updated_at, content_hash=r.content_hash,
-                       metadata=dict(r.metadata))
+                       metadata=dict(r.metadata), readers=list(r.readers))
         dst.upsert_document(doc, exp.chunks, exp.vectors, exp.features, source_path=r.source_path)
         report.copied += 1
         report.chunks += len(exp.chunks)

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReembedRow, SearchFilters, StoreStats,
+from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReadersRule, ReembedRow, SearchFilters, StoreStats,
                    StoreUnavailable, checked_upsert, current_store_time, reembed_text, text_digest)
 from .sqlite import fts_terms
 
@@ -134,6 +134,16 @@ def _migrations(dim: int) -> list[tuple[str, list[str]]]:
             "0003_document_metadata",
             ["ALTER TABLE documents ADD COLUMN metadata jsonb NOT NULL DEFAULT '{}'::jsonb",
              "CREATE INDEX documents_metadata ON documents USING gin (metadata jsonb_path_ops)"],
+        ),
+        (
+            # Who may read each document (docs/readers.md), copied onto its chunks so that both
+            # searches trim a restricted caller's candidates inside the query (`readers && ids`, a
+            # GIN index), as they filter on status. Existing rows name no readers.
+            "0004_readers",
+            ["ALTER TABLE documents ADD COLUMN readers text[] NOT NULL DEFAULT '{}'",
+             "ALTER TABLE chunks ADD COLUMN readers text[] NOT NULL DEFAULT '{}'",
+             "CREATE INDEX documents_readers ON documents USING gin (readers)",
+             "CREATE INDEX chunks_readers ON chunks USING gin (readers)"],
         ),
     ]
 
@@ -664,18 +674,20 @@ class PostgresStore:
 
     # -- writes -------------------------------------------------------------------------------
     _UPSERT_DOC = """INSERT INTO documents (id, title, url, source_type, version, status, updated_at, content_hash,
-        source_path, chunk_count, ingested_at, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now(), %s)
+        source_path, chunk_count, ingested_at, metadata, readers)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now(), %s, %s)
         ON CONFLICT (id) DO UPDATE SET title = excluded.title, url = excluded.url, source_type = excluded.source_type,
         version = excluded.version, status = excluded.status, updated_at = excluded.updated_at,
         content_hash = excluded.content_hash, source_path = excluded.source_path, chunk_count = excluded.chunk_count,
-        ingested_at = excluded.ingested_at, metadata = excluded.metadata"""
+        ingested_at = excluded.ingested_at, metadata = excluded.metadata, readers = excluded.readers"""
 
     _UPSERT_CHUNK = """INSERT INTO chunks (id, doc_id, ordinal, text, page, heading, status, source_type, version,
-        features, embedding, tsv) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s))
+        features, embedding, tsv, readers)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b, to_tsvector(%s::regconfig, %s), %s)
         ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, ordinal = excluded.ordinal, text = excluded.text,
         page = excluded.page, heading = excluded.heading, status = excluded.status,
         source_type = excluded.source_type, version = excluded.version, features = excluded.features,
-        embedding = excluded.embedding, tsv = excluded.tsv"""
+        embedding = excluded.embedding, tsv = excluded.tsv, readers = excluded.readers"""
 
     def upsert_document(self, doc: Document, chunks: list[Chunk], vectors: np.ndarray,
                         features: list[dict | None] | None = None, source_path: str | None = None) -> None:
@@ -683,10 +695,11 @@ class PostgresStore:
 
         vectors, features = checked_upsert(chunks, vectors, features, self.dim)
         status = doc.status or "current"
+        readers = sorted(set(doc.readers or ()))
         rows = [
             (ch.id, doc.id, ch.ordinal, ch.text, ch.page, ch.heading, status, doc.source_type or "", doc.version or "",
              Jsonb(feat) if feat is not None else None, vec, self.text_config,
-             tsv_text(doc.title, ch.heading, ch.text))
+             tsv_text(doc.title, ch.heading, ch.text), readers)
             for ch, vec, feat in zip(chunks, vectors, features)
         ]
         if self.embedder_mismatch:
@@ -698,7 +711,7 @@ class PostgresStore:
                 conn.execute("SET LOCAL synchronous_commit = off")
             conn.execute(self._UPSERT_DOC, (doc.id, doc.title, doc.url, doc.source_type, doc.version, status,
                                             doc.updated_at, doc.content_hash, source_path, len(chunks),
-                                            Jsonb(doc.metadata or {})))
+                                            Jsonb(doc.metadata or {}), readers))
             conn.execute("DELETE FROM chunks WHERE doc_id = %s AND NOT (id = ANY(%s))", (doc.id, [c.id for c in chunks]))
             if rows:
                 with conn.cursor() as cur:
@@ -711,28 +724,44 @@ class PostgresStore:
 
     # -- reads --------------------------------------------------------------------------------
     _DOC_COLS = ("id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count, "
-                 "metadata")
+                 "metadata, readers")
 
     @staticmethod
     def _record(r) -> DocumentRecord:
         return DocumentRecord(id=r[0], title=r[1], url=r[2], source_type=r[3], version=r[4], status=r[5],
                               updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9],
-                              metadata=dict(r[10] or {}))
+                              metadata=dict(r[10] or {}), readers=list(r[11] or []))
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         with self._read() as conn:
             r = conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id = %s", (doc_id,)).fetchone()
         return self._record(r) if r else None
 
-    def list_documents(self) -> list[DocumentRecord]:
+    def list_documents(self, readers: ReadersRule | None = None) -> list[DocumentRecord]:
         # bounded for a question (the planner lists the library); an ingest or `status` on a large
         # library may take longer
         question = current_store_time() is not None
+        where, params = self._readers_sql(readers)
         with self._connection(bounded=question) as conn, conn.transaction():
             if not question:
                 conn.execute("SET LOCAL statement_timeout = 0")
-            rows = conn.execute(f"SELECT {self._DOC_COLS} FROM documents ORDER BY id").fetchall()
+            rows = conn.execute(f"SELECT {self._DOC_COLS} FROM documents"
+                                + (f" WHERE {where}" if where else "") + " ORDER BY id", params).fetchall()
         return [self._record(r) for r in rows]
+
+    @staticmethod
+    def _readers_sql(rule: ReadersRule | None, column: str = "readers") -> tuple[str, list]:
+        """The readers rule over a `text[]` column (GIN-indexed on documents and chunks): one of the
+        caller's ids among the readers (`&&`), or none at all where such documents are readable."""
+        if rule is None:
+            return "", []
+        parts, params = [], []
+        if rule.ids:
+            parts.append(f"{column} && %s::text[]")
+            params.append(sorted(rule.ids))
+        if rule.unmarked:
+            parts.append(f"{column} = '{{}}'::text[]")
+        return "(" + (" OR ".join(parts) or "false") + ")", params
 
     @staticmethod
     def _filter_sql(filters: SearchFilters) -> tuple[str, list]:
@@ -753,6 +782,10 @@ class PostgresStore:
 
             clauses.append("doc_id IN (SELECT id FROM documents WHERE metadata @> %s)")
             params.append(Jsonb(dict(filters.metadata)))
+        readers, more = PostgresStore._readers_sql(filters.readers)
+        if readers:
+            clauses.append(readers)
+            params += more
         return " AND ".join(clauses), params
 
     def dense_search(self, vector: np.ndarray, k: int, filters: SearchFilters = SearchFilters()) -> list[tuple[str, float]]:
@@ -868,14 +901,15 @@ class PostgresStore:
             self._lexeme_freq = (now, n, freq)
         return self._lexeme_freq[1], self._lexeme_freq[2]
 
-    def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
+    def get_chunks(self, chunk_ids: list[str], readers: ReadersRule | None = None) -> list[Candidate]:
         if not chunk_ids:
             return []
+        where, params = self._readers_sql(readers, "d.readers")
         with self._read() as conn:
             rows = conn.execute(
                 """SELECT c.id, c.doc_id, d.title, c.text, d.url, d.version, d.status, d.source_type, d.content_hash,
                    c.page, c.heading, c.features FROM chunks c JOIN documents d ON d.id = c.doc_id
-                   WHERE c.id = ANY(%s)""", (list(chunk_ids),)).fetchall()
+                   WHERE c.id = ANY(%s)""" + (f" AND {where}" if where else ""), [list(chunk_ids), *params]).fetchall()
         by_id = {
             r[0]: Candidate(id=r[0], doc_id=r[1], title=r[2], text=r[3], url=r[4], version=r[5], status=r[6],
                             source_type=r[7], content_hash=r[8], page=r[9], heading=r[10], passage_features=r[11])

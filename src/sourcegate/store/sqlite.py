@@ -19,8 +19,8 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
-from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReembedRow, SearchFilters, StoreStats,
-                   checked_upsert, reembed_text, text_digest)
+from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReadersRule, ReembedRow, SearchFilters,
+                   StoreStats, checked_upsert, reembed_text, text_digest)
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +142,15 @@ LATER_MIGRATIONS: list[tuple[str, list[str]]] = [
         "0004_document_metadata",
         ["ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'"],
     ),
+    (
+        # Who may read each document (docs/readers.md): the list as written, and one row per reader,
+        # indexed by reader, that the searches join to trim a restricted caller's candidates.
+        "0005_document_readers",
+        ["ALTER TABLE documents ADD COLUMN readers TEXT NOT NULL DEFAULT '[]'",
+         """CREATE TABLE document_readers (reader TEXT NOT NULL,
+            doc_id TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE, PRIMARY KEY (reader, doc_id)) WITHOUT ROWID""",
+         "CREATE INDEX document_readers_doc ON document_readers(doc_id)"],
+    ),
 ]
 
 # Lexical search serves exact and rare terms (identifiers, part numbers, error codes); dense search
@@ -222,9 +231,12 @@ class _VectorMatrix:
         return cls(rowids, vectors, columns, version)
 
     def mask(self, f: SearchFilters) -> np.ndarray:
-        if f not in self._masks:
-            self._masks[f] = self._compute_mask(f)
-        return self._masks[f]
+        # keyed by the columns it reads: the document-level filters (a caller's readers among them,
+        # one rule per caller) are applied beside it, and must not grow this cache
+        key = (f.exclude_status, f.status, f.source_type, f.version)
+        if key not in self._masks:
+            self._masks[key] = self._compute_mask(f)
+        return self._masks[key]
 
     def _compute_mask(self, f: SearchFilters) -> np.ndarray:
         keep = np.ones(len(self.rowids), dtype=bool)
@@ -497,16 +509,20 @@ class SqliteStore:
                 self._delete_chunks(doc.id)
                 c.execute(
                     """INSERT INTO documents (id, title, url, source_type, version, status, updated_at, content_hash,
-                       source_path, chunk_count, ingested_at, metadata) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)
+                       source_path, chunk_count, ingested_at, metadata, readers) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)
                        ON CONFLICT(id) DO UPDATE SET title=excluded.title, url=excluded.url,
                        source_type=excluded.source_type, version=excluded.version, status=excluded.status,
                        updated_at=excluded.updated_at, content_hash=excluded.content_hash,
                        source_path=excluded.source_path, chunk_count=excluded.chunk_count, ingested_at=excluded.ingested_at,
-                       metadata=excluded.metadata""",
+                       metadata=excluded.metadata, readers=excluded.readers""",
                     (doc.id, doc.title, doc.url, doc.source_type, doc.version, status, doc.updated_at,
                      doc.content_hash, source_path, len(chunks), now,
-                     json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True)),
+                     json.dumps(doc.metadata or {}, ensure_ascii=False, sort_keys=True),
+                     json.dumps(sorted(set(doc.readers or ())), ensure_ascii=False)),
                 )
+                c.execute("DELETE FROM document_readers WHERE doc_id=?", (doc.id,))
+                c.executemany("INSERT INTO document_readers (reader, doc_id) VALUES (?, ?)",
+                              [(r, doc.id) for r in sorted(set(doc.readers or ()))])
                 for ch, vec, feat in zip(chunks, vectors, features):
                     cur = c.execute(
                         "INSERT INTO chunks (id, doc_id, ordinal, text, page, heading, status, features) VALUES (?,?,?,?,?,?,?,?)",
@@ -553,20 +569,37 @@ class SqliteStore:
     def _record(self, r) -> DocumentRecord:
         return DocumentRecord(id=r[0], title=r[1], url=r[2], source_type=r[3], version=r[4], status=r[5],
                               updated_at=r[6], content_hash=r[7], source_path=r[8], chunk_count=r[9],
-                              metadata=json.loads(r[10] or "{}"))
+                              metadata=json.loads(r[10] or "{}"), readers=json.loads(r[11] or "[]"))
 
     _DOC_COLS = ("id, title, url, source_type, version, status, updated_at, content_hash, source_path, chunk_count, "
-                 "metadata")
+                 "metadata, readers")
 
     def get_document(self, doc_id: str) -> DocumentRecord | None:
         with self._lock:
             r = self._conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE id=?", (doc_id,)).fetchone()
         return self._record(r) if r else None
 
-    def list_documents(self) -> list[DocumentRecord]:
+    def list_documents(self, readers: ReadersRule | None = None) -> list[DocumentRecord]:
+        where, params = self._readers_sql(readers, "id")
         with self._lock:
-            rows = self._conn.execute(f"SELECT {self._DOC_COLS} FROM documents ORDER BY id").fetchall()
+            rows = self._conn.execute(f"SELECT {self._DOC_COLS} FROM documents WHERE {where or '1'} ORDER BY id",
+                                      params).fetchall()
         return [self._record(r) for r in rows]
+
+    @staticmethod
+    def _readers_sql(rule: ReadersRule | None, doc_id: str = "d.id") -> tuple[str, list]:
+        """The readers rule over the document id `doc_id`: one of the caller's ids among its readers
+        (the `document_readers` index), or no readers at all where such documents are readable."""
+        if rule is None:
+            return "", []
+        parts, params = [], []
+        ids = sorted(rule.ids)
+        if ids:
+            parts.append(f"{doc_id} IN (SELECT doc_id FROM document_readers WHERE reader IN ({','.join('?' * len(ids))}))")
+            params += ids
+        if rule.unmarked:
+            parts.append(f"NOT EXISTS (SELECT 1 FROM document_readers r WHERE r.doc_id = {doc_id})")
+        return "(" + (" OR ".join(parts) or "0") + ")", params
 
     @staticmethod
     def _filter_sql(filters: SearchFilters, rowid: str = "rowid") -> tuple[str, list]:
@@ -595,6 +628,10 @@ class SqliteStore:
         for key, value in filters.metadata:
             clauses.append("json_extract(d.metadata, ?) = ?")
             params += ['$."' + key + '"', value]
+        readers, more = SqliteStore._readers_sql(filters.readers)
+        if readers:
+            clauses.append(readers)
+            params += more
         return " AND ".join(clauses) or "1", params
 
     def _document_rowids(self, filters: SearchFilters) -> np.ndarray:
@@ -745,15 +782,16 @@ class SqliteStore:
             out.append((cid, float(score)))
         return out
 
-    def get_chunks(self, chunk_ids: list[str]) -> list[Candidate]:
+    def get_chunks(self, chunk_ids: list[str], readers: ReadersRule | None = None) -> list[Candidate]:
         if not chunk_ids:
             return []
+        where, params = self._readers_sql(readers)
         with self._lock:
             rows = self._conn.execute(
                 f"""SELECT c.id, c.doc_id, d.title, c.text, d.url, d.version, d.status, d.source_type, d.content_hash,
                     c.page, c.heading, c.features FROM chunks c JOIN documents d ON d.id = c.doc_id
-                    WHERE c.id IN ({','.join('?' * len(chunk_ids))})""",
-                chunk_ids,
+                    WHERE c.id IN ({','.join('?' * len(chunk_ids))})""" + (f" AND {where}" if where else ""),
+                [*chunk_ids, *params],
             ).fetchall()
         by_id = {
             r[0]: Candidate(id=r[0], doc_id=r[1], title=r[2], text=r[3], url=r[4], version=r[5], status=r[6],
