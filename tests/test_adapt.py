@@ -214,3 +214,20 @@ def test_cli_adapts_on_the_demo_questions_and_reports_held_out(demo_home):
     assert not (demo_home / "adaptations").exists()
     r = _run(demo_home, "--show")
     assert r.exit_code == 0 and "no adaptation is in force" in r.output
+
+
+def test_health_says_which_adaptation_answers(demo_home, embedder):
+    from starlette.testclient import TestClient
+
+    from sourcegate.server.app import create_app
+    from sourcegate.service import SourceGate
+    from sourcegate.settings import Settings
+
+    settings = Settings(home=demo_home)
+    gate = SourceGate(settings, embedder=embedder)
+    with TestClient(create_app(settings, gate)) as client:
+        assert client.get("/healthz").json()["adaptation"] is None
+        ad = AdaptationStore(demo_home).save(_never_answers())
+        gate.refresh_adaptation()
+        assert client.get("/healthz").json()["adaptation"] == ad.id
+    gate.close()

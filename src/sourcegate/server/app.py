@@ -925,6 +925,12 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
             ready, state = await anyio.to_thread.run_sync(holder.readiness, abandon_on_cancel=True)
         body = {"status": "ok", "alive": True, "ready": ready, "state": state,
                 "in_flight": admission.running, "queued": admission.waiting}
+        gate = holder.gate
+        if gate is not None:  # which adaptation answers (`sourcegate adapt`), or why the home's is not used
+            ad = getattr(gate, "adaptation", None)
+            body["adaptation"] = ad.id if ad is not None else None
+            if getattr(gate, "adaptation_problem", None):
+                body["adaptation_problem"] = gate.adaptation_problem
         if state == "library_empty":
             body["detail"] = LIBRARY_EMPTY
         elif state == "judge_unavailable":
