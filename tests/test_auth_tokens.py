@@ -109,7 +109,9 @@ def issuer():
 
 @pytest.fixture(scope="module")
 def gate(tmp_path_factory):
-    g = make_gate(make_settings(tmp_path_factory.mktemp("auth") / "audit.jsonl"))
+    # the demo library names no readers: every caller reads it (docs/readers.md; tests/test_readers.py
+    # covers documents with readers and the default, nobody)
+    g = make_gate(make_settings(tmp_path_factory.mktemp("auth") / "audit.jsonl", documents_without_readers="everyone"))
     yield g
     g.close()
 

@@ -258,7 +258,8 @@ def cli(ctx: click.Context) -> None:
 
 # -- ingest / status ----------------------------------------------------------------------------
 
-def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool = False, follow_symlinks: bool = False):
+def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool = False, follow_symlinks: bool = False,
+               readers: list[str] | None = None):
     """Ingest `paths`. An index built with another embedder is first re-embedded with the
     configured one, from the text it holds (`ingest.reembed`)."""
     from rich.console import Console
@@ -282,7 +283,8 @@ def run_ingest(settings: Settings, paths: list[Path], prune: bool, quiet: bool =
                             max_file_bytes=int(settings.max_file_mb * 1024 * 1024),
                             parse_timeout_s=settings.parse_timeout_s or None,
                             parse_memory_mb=settings.parse_memory_mb or None,
-                            follow_symlinks=follow_symlinks, embed_timeout_s=settings.embed_timeout_s or None)
+                            follow_symlinks=follow_symlinks, embed_timeout_s=settings.embed_timeout_s or None,
+                            readers=readers)
         ingestor.stop_on_signals = True  # SIGTERM, Ctrl-C: finish the document being written, then stop
         if err.is_terminal and not quiet:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -357,13 +359,28 @@ def _open_store_or_fail(settings: Settings, location: str):
 @click.option("--prune", is_flag=True, help="Remove indexed documents that are no longer under the given paths.")
 @click.option("--follow-symlinks", is_flag=True,
               help="Ingest files and folders that symlinks lead to outside the given folders (default: skip them).")
+@click.option("--readers", "readers_text", metavar="ID,ID",
+              help="Who may read the documents of this ingest that name no readers of their own: user and group "
+                   "ids, separated by commas (docs/readers.md).")
 @click.pass_context
-def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_symlinks: bool) -> None:
+def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_symlinks: bool,
+           readers_text: str | None) -> None:
     """Ingest files and folders (PDF, DOCX, Markdown, HTML, TXT, JSON passage exports) into the
     index (--store, else HOME/index.db).
 
     An index built with another embedder than the configured one (SOURCEGATE_EMBEDDER) is first
     re-embedded from the text it holds; without PATHS, that is all ingest does."""
+    from .readers import ReadersError, parse_readers
+
+    readers = None
+    if readers_text is not None:
+        try:
+            readers = parse_readers(readers_text)
+        except ReadersError as e:
+            raise click.BadParameter(str(e), param_hint="--readers") from None
+        if not readers:
+            raise click.BadParameter("name at least one user or group id: --readers grp-hr,5f1c...",
+                                     param_hint="--readers")
     settings = _settings(ctx)
     missing = [p for p in paths if not p.exists() and not p.is_symlink()]
     if paths and len(missing) == len(paths):  # nothing to read: refused before any index is created
@@ -380,7 +397,7 @@ def ingest(ctx: click.Context, paths: tuple[Path, ...], prune: bool, follow_syml
     if not paths and not mismatch:
         raise click.UsageError("give the files or folders to ingest (the index already holds vectors of the "
                                "configured embedder: there is nothing to re-embed)")
-    report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks)
+    report = run_ingest(settings, list(paths), prune, follow_symlinks=follow_symlinks, readers=readers)
     if not paths:
         if report.interrupted_by is not None:
             ctx.exit(128 + report.interrupted_by)

@@ -21,7 +21,7 @@ import numpy as np
 from .embed import Embedder
 from .models import Candidate
 from .normalize import fold
-from .store import SearchFilters, Store
+from .store import ReadersRule, SearchFilters, Store
 from .store.sqlite import _STOP, _TOKEN
 
 
@@ -131,24 +131,27 @@ class Retriever:
         self._versions: tuple[float, set[str]] | None = None
         self._versions_lock = threading.Lock()
 
-    def archived_versions(self) -> set[str]:
+    def archived_versions(self, readers: ReadersRule | None = None) -> set[str]:
         """Versions that archived documents of the library carry (read again after a minute): a question
         that names one reads that version too ("version 1 of the seal procedure", though other documents
-        are at their version 1 and current)."""
+        are at their version 1 and current). With `readers`, those of the documents the rule admits."""
         now = time.monotonic()
         with self._versions_lock:
             if self._versions is None or now - self._versions[0] > VERSIONS_TTL_S:
                 docs = self.store.list_documents()
-                self._versions = (now, {d.version for d in docs if d.version and d.status == "archived"})
-            return self._versions[1]
+                self._versions = (now, [(d.version, d.readers) for d in docs if d.version and d.status == "archived"])
+            return {v for v, r in self._versions[1] if readers is None or readers.admits(r)}
 
     def _version_filters(self, query: str, filters: SearchFilters) -> list[SearchFilters]:
         """Extra searches for the archived versions the question names, under the request's default
-        filters only (a request that filters on its own says what it wants to read)."""
+        filters only (a request that filters on its own says what it wants to read); the caller's
+        readers rule stays on each."""
         s = self.settings
-        if not s.named_versions or s.include_archived or filters != SearchFilters() or not _VERSION_TOKEN.search(query):
+        if not s.named_versions or s.include_archived or replace(filters, readers=None) != SearchFilters() \
+                or not _VERSION_TOKEN.search(query):
             return []  # (a question with no number lists no documents)
-        return [replace(filters, exclude_status=(), version=v) for v in named_versions(query, self.archived_versions())]
+        return [replace(filters, exclude_status=(), version=v)
+                for v in named_versions(query, self.archived_versions(filters.readers))]
 
     def retrieve(self, query: str, filters: SearchFilters | None = None,
                  bridged: str | None = None) -> tuple[list[Candidate], dict[str, float]]:
@@ -191,7 +194,8 @@ class Retriever:
         for cid in ids:
             if cid not in dense and cid in vectors:
                 dense[cid] = float(max(np.dot(vectors[cid], v) for v in vecs))
-        candidates = {c.id: c for c in self.store.get_chunks(ids)}
+        # the caller's readers rule again: the searches applied it, and a chunk fetched by id is held to it too
+        candidates = {c.id: c for c in self.store.get_chunks(ids, filters.readers)}
         terms = query_terms(lexical_text)
         overlap = {cid: lexical_overlap(terms, f"{c.title}\n{c.text}") for cid, c in candidates.items()}
         lex_scores: dict[str, float] = {}

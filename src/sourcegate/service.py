@@ -43,13 +43,14 @@ from .location import deep_link
 from .models import Candidate
 from .plan import Part, PartDecision, library_identifiers, may_have_parts, merge, names_subject, plan
 from .filters import FilterError, described, filter_choices, search_filters
+from .readers import readers_rule
 from .retrieve import RetrievalSettings, Retriever, is_multi_document, named_versions
 from .settings import Settings
 
 if TYPE_CHECKING:
     from .adapt import Adaptation
-from .store import SearchFilters, Store, open_store
-from .store.base import EmbedderMismatch, store_time_budget
+from .store import ReadersRule, SearchFilters, Store, open_store
+from .store.base import EmbedderMismatch, readable, store_time_budget
 
 log = logging.getLogger("sourcegate")
 
@@ -398,7 +399,10 @@ class SourceGate:
         store that bounds its queries: PostgreSQL); past it, `StoreUnavailable` (a 503).
 
         `caller` (`sourcegate.identity.Caller`: who asks, from their token or API key) is written
-        into the audit record; None where no one is named (the Python API, an open server)."""
+        into the audit record; None where no one is named (the Python API, an open server). A
+        restricted caller reads only the documents its readers rule admits (`readers.readers_rule`,
+        docs/readers.md): the store trims the others out of every search before anything is ranked,
+        and nothing of the answer, its errors or its notes comes from them."""
         self.refresh_adaptation()
         with store_time_budget(STORE_TIME_PER_QUESTION_S):
             return self._ask(query, interface, on_event, filters, caller)
@@ -406,13 +410,17 @@ class SourceGate:
     def _ask(self, query: str, interface: str, on_event: Callable[[str, dict[str, Any]], None] | None,
              filters: Mapping[str, Any] | None, caller: Caller | None = None) -> AskResult:
         query = self._validate(query)
-        chosen = self._search_filters(filters)
+        rule = readers_rule(caller, self.settings.documents_without_readers)
+        chosen = self._search_filters(filters, rule)
+        searched = chosen
+        if searched is None and rule is not None:
+            searched = SearchFilters(exclude_status=() if self.retrieval.include_archived else ("archived",), readers=rule)
         t_start = time.perf_counter()
-        parts = self._plan(query)
+        parts = self._plan(query, rule)
         t_plan = time.perf_counter()
         multi = len(parts) > 1
         # A question of one part is asked exactly as written; the parts of a longer one as planned.
-        runs = [self._gate_part(p.question if multi else query, p, multi, chosen) for p in parts]
+        runs = [self._gate_part(p.question if multi else query, p, multi, searched) for p in parts]
         merged = merge([PartDecision(r.part, r.status) for r in runs])
         status = merged.status
         t_gated = time.perf_counter()
@@ -468,7 +476,7 @@ class SourceGate:
                           "conflict_doc_ids": list(dict.fromkeys(c.doc_id for c, _ in r.conflicts))} for r in runs]
         result._readings = {c.id: j.readings for r in runs for c, j, _, _ in r.final if j.readings}
         if self.audit is not None:
-            self.audit.append(self._audit_record(query, interface, result, runs, written, chosen, caller))
+            self.audit.append(self._audit_record(query, interface, result, runs, written, chosen, caller, rule))
         return result
 
     def _passage_out(self, c: Candidate, j: PassageJudgement) -> PassageOut:
@@ -504,16 +512,24 @@ class SourceGate:
                     search_text=r.bridged.text)))
         return assemble_parts(sections)
 
-    def _plan(self, query: str) -> list[Part]:
-        """The parts of the question; the library's identifiers are read only when the question
-        could ask several things."""
+    def _plan(self, query: str, rule: ReadersRule | None = None) -> list[Part]:
+        """The parts of the question; the library's identifiers (those of the documents the caller
+        may read) are read only when the question could ask several things."""
         if not may_have_parts(query):
             return [Part(query)]
-        return plan(query, self.known_identifiers())
+        return plan(query, self.known_identifiers(rule))
 
-    def known_identifiers(self) -> frozenset[str]:
+    def known_identifiers(self, rule: ReadersRule | None = None) -> frozenset[str]:
         """Identifiers in the library's document titles, ids and paths, kept for a minute so that
-        documents ingested while serving are seen soon after."""
+        documents ingested while serving are seen soon after; with `rule`, of the documents it admits
+        only (a hidden document's identifiers must not change how a question is split)."""
+        if rule is not None:
+            try:
+                docs = self._readable_documents(rule)
+            except Exception as e:
+                log.warning("cannot list the library's documents for the planner: %s", type(e).__name__)
+                docs = []
+            return frozenset(library_identifiers(t for d in docs for t in (d.title, d.id, d.source_path)))
         now = time.monotonic()
         cached = self._known_ids
         if cached is not None and now - cached[0] < KNOWN_IDS_TTL_S:
@@ -527,18 +543,48 @@ class SourceGate:
         self._known_ids = (now, ids)
         return ids
 
-    def _search_filters(self, filters: Mapping[str, Any] | None) -> SearchFilters | None:
+    def _search_filters(self, filters: Mapping[str, Any] | None,
+                        rule: ReadersRule | None = None) -> SearchFilters | None:
+        """The request's filters checked against the documents the caller may read (an error names
+        only their keys and values), with the caller's readers rule."""
         if not filters:
             return None
         try:
-            return search_filters(filters, self._library_documents(), self.retrieval.include_archived)
+            chosen = search_filters(filters, self._readable_documents(rule), self.retrieval.include_archived)
         except FilterError as e:
             raise QueryError(str(e)) from None
+        return dataclasses.replace(chosen, readers=rule) if chosen is not None else None
 
-    def filter_choices(self) -> dict[str, Any]:
+    def filter_choices(self, caller: Caller | None = None) -> dict[str, Any]:
         """The metadata keys a question can filter on and their values, from the library's current
-        documents (`filters.filter_choices`): `GET /v1/filters`, the web page's selects."""
-        return filter_choices(self._library_documents())
+        documents that the caller may read (`filters.filter_choices`): `GET /v1/filters`, the web
+        page's selects."""
+        rule = readers_rule(caller, self.settings.documents_without_readers)
+        return filter_choices(self._readable_documents(rule))
+
+    def _readable_documents(self, rule: ReadersRule | None) -> list:
+        """The library's document records that `rule` admits (all of them for None): the store's
+        list kept for a minute, held to the same rule the stores apply in their queries."""
+        docs = self._library_documents()
+        return docs if rule is None else [d for d in docs if readable(rule, d)]
+
+    def _hide_unreadable_twins(self, candidates: list[Candidate], rule: ReadersRule | None) -> None:
+        """A passage's twins (near-copies in other documents, found at ingest over the whole library)
+        that the caller may not read are dropped from what the judge reads: a hidden twin must not
+        change how a readable passage is judged."""
+        if rule is None:
+            return
+        ids = None
+        for c in candidates:
+            pf = c.passage_features
+            twins = pf.get("twins") if isinstance(pf, dict) else None
+            if not twins:
+                continue
+            if ids is None:
+                ids = {d.id for d in self._readable_documents(rule)}
+            kept = [tw for tw in twins if isinstance(tw, dict) and tw.get("doc") in ids]
+            if len(kept) != len(twins):
+                c.passage_features = {**pf, "twins": kept}
 
     def _library_documents(self) -> list:
         """The library's document records (for checking filters), kept for a minute like the
@@ -557,6 +603,7 @@ class SourceGate:
         t0 = time.perf_counter()
         bq = self._bridge(query)
         candidates, rtimes = self.retriever.retrieve(query, filters=filters, bridged=bq.text if bq.bridged else None)
+        self._hide_unreadable_twins(candidates, filters.readers if filters is not None else None)
         t1 = time.perf_counter()
         judgement = self._run_judge(bq.text, candidates) if candidates else Judgement(model=self._judge_model_hint(), results=[])
         t2 = time.perf_counter()
@@ -650,7 +697,7 @@ class SourceGate:
 
     def _audit_record(self, query: str, interface: str, result: AskResult, runs: list["_PartRun"],
                       written: WrittenAnswer, filters: SearchFilters | None = None,
-                      caller: Caller | None = None) -> dict[str, Any]:
+                      caller: Caller | None = None, rule: ReadersRule | None = None) -> dict[str, Any]:
         multi = len(runs) > 1
         judgement = runs[0].judgement
         local_judge = self._judge_is_local()  # `document_injection` is its reading
@@ -659,6 +706,9 @@ class SourceGate:
             "time": datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "interface": interface,
             **({"caller": caller.audit()} if caller is not None else {}),
+            # the readers rule the store trimmed the candidates with (docs/readers.md); replay re-routes
+            # the recorded candidates, already trimmed, and does not trim again
+            "readers": rule.describe() if rule is not None else {"trimmed": False},
             "query": query,
             "judge": {"backend": self.settings.judge if self._judge is None else getattr(self._judge, "name", self.settings.judge),
                       "model": judgement.model,

@@ -176,6 +176,11 @@ class Settings(BaseSettings):
     # {"name": {"key_sha256": "HEX" or "key": "...", "groups": ["..."]}}. MCP_API_KEY stays: a key
     # that reads every group. (Named *_secret so repr() hides it.)
     api_keys_secret: str | None = Field(None, validation_alias=_env("API_KEYS"))
+    # What a document that names no readers means to a restricted caller (a token, a key with its own
+    # groups): `nobody` reads it (the default: a document nobody marked is not shown to a caller it
+    # was not meant for) or `everyone` does. Unrestricted callers read every document (docs/readers.md).
+    documents_without_readers: Literal["everyone", "nobody"] = Field(
+        "nobody", validation_alias=_env("DOCUMENTS_WITHOUT_READERS"))
 
     # Audit.
     audit_enabled: bool = Field(True, validation_alias=_env("AUDIT_ENABLED"))
@@ -226,6 +231,11 @@ class Settings(BaseSettings):
         if v is not None:
             TrustTiers.parse(v)  # a ValueError names the item that is not TYPE=TIER
         return v
+
+    @field_validator("documents_without_readers", mode="before")
+    @classmethod
+    def _without_readers_word(cls, v):
+        return v.strip().lower() if isinstance(v, str) else v
 
     @field_validator("auth_algorithms")
     @classmethod

@@ -92,6 +92,16 @@ def normalize(raw: Mapping[str, Any], *, strict: bool = False, origin: str = "",
     for key, value in raw.items():
         name = str(key).strip().lower().replace("-", "_").replace(" ", "_")
         name = ALIASES.get(name, name)
+        if name == "readers":
+            # who may read the document (docs/readers.md): never dropped quietly, or the document
+            # would be read as naming no readers
+            from ..readers import ReadersError, parse_readers
+
+            try:
+                out["readers"] = ",".join(parse_readers(value))
+            except ReadersError as e:
+                raise IngestError(f"{origin + ': ' if origin else ''}{e}") from None
+            continue
         if name not in FIELDS:
             if not extra:
                 continue
@@ -128,6 +138,8 @@ def apply(doc: Document, fields: Mapping[str, str]) -> None:
     for name, value in fields.items():
         if name.startswith("metadata."):
             doc.metadata[name.removeprefix("metadata.")] = value
+        elif name == "readers":
+            doc.readers = value.split(",") if value else []
         elif name.startswith("unread."):
             said = f"{name.removeprefix('unread.')} ({value})"
             if said not in doc.unread_keys:

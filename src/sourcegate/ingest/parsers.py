@@ -445,7 +445,8 @@ def parse_html(path: Path, doc_id: str) -> list[Document]:
 # `sourcegate:` prefix is dropped (`dcterms.modified`, `og:title`, `sourcegate:status`).
 _HTML_META_NAMES = {"title": "title", "status": "status", "version": "version", "url": "url",
                     "effective_date": "updated_at", "effective-date": "updated_at", "modified": "updated_at",
-                    "updated_at": "updated_at", "date": "updated_at", "source_type": "source_type", "type": None}
+                    "updated_at": "updated_at", "date": "updated_at", "source_type": "source_type", "type": None,
+                    "readers": "readers"}
 
 
 # <meta> names that are the page's plumbing (for browsers, search engines, social cards), not
@@ -654,7 +655,31 @@ def _docx_document(d, path: Path, doc_id: str) -> list[Document]:
     apply(doc, normalize({"status": props.content_status, "version": props.version,
                           "url": identifier if re.match(r"https?://", identifier) else None,
                           "source_type": props.category}))
+    # custom properties (File > Properties > Custom): Readers, who may read it (docs/readers.md)
+    custom = _docx_custom_properties(d)
+    if "readers" in custom:
+        apply(doc, normalize({"readers": custom["readers"]}, origin="custom property Readers"))
     return [doc]
+
+
+def _docx_custom_properties(d) -> dict[str, str]:
+    """The text values of a DOCX's custom properties (docProps/custom.xml), by lower-cased name."""
+    from lxml import etree
+
+    out: dict[str, str] = {}
+    for part in d.part.package.iter_parts():
+        if str(part.partname) != "/docProps/custom.xml":
+            continue
+        try:
+            root = etree.fromstring(part.blob, etree.XMLParser(resolve_entities=False, no_network=True))
+        except etree.XMLSyntaxError:
+            return out
+        for prop in root:
+            name = (prop.get("name") or "").strip().lower()
+            value = "".join(prop.itertext()).strip()
+            if name and value:
+                out.setdefault(name, value)
+    return out
 
 
 def _ocr_pdf(path: Path) -> list[str]:
@@ -1253,12 +1278,14 @@ def parse_json_export(path: Path, doc_id: str) -> list[Document]:
         seen.add(id_key(pid))
         from .metadata import normalize
 
-        fields = normalize({k: item[k] for k in ("url", "source_type", "version", "status", "updated_at", "effective_date")
-                            if k in item})
+        fields = normalize({k: item[k] for k in ("url", "source_type", "version", "status", "updated_at", "effective_date",
+                                                 "readers")
+                            if k in item}, origin=f"item {n} ({pid})")
         docs.append(Document(
             id=pid, title=" ".join(str(item.get("title") or "").split()) or pid, text=_clean(str(item["text"])),
             url=fields.get("url"), source_type=fields.get("source_type"), version=fields.get("version"),
             status=fields.get("status") or "current", updated_at=fields.get("updated_at"),
+            readers=fields["readers"].split(",") if fields.get("readers") else [],
         ))
     if not docs:
         raise IngestError("empty passage export")

@@ -69,6 +69,8 @@ def content_hash(doc: Document, salt: str = "") -> str:
               doc.headings, salt]
     if doc.metadata:  # only then: documents without any are not ingested again for it
         fields.append(sorted(doc.metadata.items()))
+    if doc.readers:  # likewise: new readers rewrite the document, so that the stores trim with them
+        fields.append(["readers", sorted(set(doc.readers))])
     payload = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -342,7 +344,8 @@ class Ingestor:
     def __init__(self, store: Store, embedder: Embedder, *, chunk_size: int = 800, chunk_overlap: int = 120,
                  max_file_bytes: int = 50 * 1024 * 1024, batch_chunks: int = 64, workers: int | None = None,
                  parse_timeout_s: float | None = 120.0, parse_memory_mb: int | None = 2048,
-                 follow_symlinks: bool = False, embed_timeout_s: float | None = 120.0):
+                 follow_symlinks: bool = False, embed_timeout_s: float | None = 120.0,
+                 readers: list[str] | None = None):
         """`workers` > 1 embeds batches in that many forked processes while this one parses and
         writes; a pool starts only once there is more than one batch of work. Each file is parsed
         in a child process within `parse_timeout_s` seconds and `parse_memory_mb` megabytes (None
@@ -364,6 +367,8 @@ class Ingestor:
         self._batches = 0
         self.store = store
         self.embedder = embedder
+        # `ingest --readers`: the readers of every document of this ingest that names none of its own
+        self.readers = sorted(set(readers)) if readers else []
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.max_file_bytes = max_file_bytes
@@ -477,6 +482,8 @@ class Ingestor:
                 report.unread_keys.append((str(path), unread))
             for doc in docs:
                 doc.path = source
+                if self.readers and not doc.readers:
+                    doc.readers = list(self.readers)
                 # one line, whatever the format held (an HTML <title>, a DOCX core title with newlines)
                 doc.id = clean_id(doc.id) or doc.id
                 doc.title = " ".join((visible_text(doc.title) or "").split()) or doc.id

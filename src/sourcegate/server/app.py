@@ -428,6 +428,7 @@ class _GateHolder:
                 gate = SourceGate(self.settings)
                 self._load_judge(gate)  # the judge's weights load now, not on the first question
                 self._warm(gate)
+                self._warn_unmarked(gate)
                 self.gate = gate
             return self.gate
 
@@ -454,6 +455,19 @@ class _GateHolder:
             gate.retriever.retrieve("sourcegate readiness warm-up")
         except Exception as e:  # an empty or unreadable store: readiness says so
             log.warning("the warm-up retrieval failed", extra={"error": type(e).__name__})
+
+    def _warn_unmarked(self, gate: SourceGate) -> None:
+        """Say at start when restricted callers will read nothing of the documents that name no
+        readers (docs/readers.md): a library ingested before readers existed names none."""
+        from ..readers import unmarked_warning
+
+        try:
+            warning = unmarked_warning(self.settings, gate.store.list_documents())
+        except Exception as e:  # an unreadable store: readiness says so
+            log.debug("documents without readers not counted: %s", type(e).__name__)
+            return
+        if warning:
+            log.warning(warning)
 
     def begin_loading(self) -> None:
         self._loaded = anyio.Event()
@@ -863,7 +877,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         what the web page offers as selects. Behind the same Host and API-key checks as /v1/ask."""
         try:
             g = await holder.get()
-            choices = await anyio.to_thread.run_sync(g.filter_choices)
+            # the keys and values of the documents this caller may read only (docs/readers.md)
+            choices = await anyio.to_thread.run_sync(g.filter_choices, current_caller.get())
         except Unavailable as e:
             return refusal(e)
         except StoreUnavailable as e:
