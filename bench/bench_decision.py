@@ -34,6 +34,9 @@ def main() -> None:
     ap.add_argument("eval_dir", type=Path)
     ap.add_argument("--parts", default=None)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--fractions", default="",
+                    help="also the curve: fitted on this share of the other sources' distinct questions (a seeded "
+                         "draw per share, e.g. 0.25,0.5,1), mean accuracy and unsafe share on the sources left out")
     a = ap.parse_args()
     current = Settings().thresholds()
     files = sorted(a.eval_dir.glob("*.json"))
@@ -75,8 +78,32 @@ def main() -> None:
     for tq, parts in curve_parts.items():
         s = _sum_scores(parts)
         print(f"| {tq:.1f} | {s['accuracy']:.3f} | {s['unsafe_answers']} ({s['unsafe_rate']:.1%}) | {s['abstentions']} |")
+    curve = []
+    if a.fractions:
+        import random
+
+        print()
+        print("Against distinct questions (the decision layer fitted on a share of the other sources' questions):")
+        print()
+        print("| share of the other sources' questions | questions fitted on (mean) | mean accuracy | mean unsafe share |")
+        print("|---|---|---|---|")
+        for frac in (float(x) for x in a.fractions.split(",")):
+            accs, uns, ns = [], [], []
+            for part, res in data.items():
+                train = [r for p, rs in data.items() if p != part for r in rs]
+                train = random.Random(f"share:{frac}:{part}").sample(train, max(1, int(len(train) * frac)))
+                ad = fit_adaptation(train, current, documents=False)
+                t = ad.gate_thresholds(current)
+                adapted, p = _adapt_results(res, ad, t.evidence_min, with_decision=False)
+                sc = Replayer(_demote(adapted, p, ad.decision_min, t.evidence_min)).score(t)
+                accs.append(sc["accuracy"])
+                uns.append(sc["unsafe_rate"])
+                ns.append(len(train))
+            curve.append({"share": frac, "questions": statistics.mean(ns), "accuracy": statistics.mean(accs),
+                          "unsafe_rate": statistics.mean(uns)})
+            print(f"| {frac:.2f} | {statistics.mean(ns):.0f} | {statistics.mean(accs):.3f} | {statistics.mean(uns):.1%} |")
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows}, indent=1, default=float))
+        a.json.write_text(json.dumps({"rows": rows, "curve": curve}, indent=1, default=float))
 
 
 if __name__ == "__main__":

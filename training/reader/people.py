@@ -263,6 +263,10 @@ def main(argv=None) -> int:
     ap.add_argument("--parts", default=",".join(HELD_OUT),
                     help="with --evaluate: the held-out sources to read (each alone with --each)")
     ap.add_argument("--each", action="store_true", help="with --evaluate: one line per source as well")
+    ap.add_argument("--shares", default="",
+                    help="with --out: also people_fit_sNN, a seeded share of people_fit's distinct questions (e.g. "
+                         "0.125,0.25,0.5: sets people_fit_s12, people_fit_s25, people_fit_s50), for the curve against "
+                         "distinct questions (each trained for the same passes, not more)")
     a = ap.parse_args(argv)
     if a.evaluate:
         parts = tuple(a.parts.split(","))
@@ -282,7 +286,13 @@ def main(argv=None) -> int:
     if a.out:
         from .data import merge_sets
 
-        merge_sets(a.out, {f"people_{s}": units for s, units in sets.items()}, enc)
+        out = {f"people_{s}": units for s, units in sets.items()}
+        for share in (float(x) for x in a.shares.split(",") if x):
+            fit = sets["fit"]
+            keep = random.Random(f"share:{share}").sample(range(len(fit)), max(1, int(len(fit) * share)))
+            out[f"people_fit_s{int(share * 100)}"] = [fit[i] for i in sorted(keep)]
+            print(f"people_fit_s{int(share * 100)}: {len(keep)} questions, {sum(len(fit[i]) for i in keep)} examples")
+        merge_sets(a.out, out, enc)
     return 0
 
 
