@@ -444,6 +444,8 @@ def test_reader_ids_are_checked():
     assert readers_rule(None) is None and readers_rule(Caller(via="local")) is None
     assert readers_rule(OUTSIDER) == ReadersRule(frozenset({"u-outsider", "grp-staff"}), unmarked=False)
     assert readers_rule(OUTSIDER, "everyone").unmarked
+    # app roles are ids too (Entra ID's `roles` claim has no overage)
+    assert readers_rule(Caller(user_id="u-9", roles=frozenset({"HR.Reader"}), via="token")).admits(["HR.Reader"])
 
 
 def test_replay_re_routes_the_trimmed_candidates(gates, tmp_path):

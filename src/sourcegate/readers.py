@@ -2,9 +2,10 @@
 
 A document names its readers in a `readers` field (front matter, a sidecar or a manifest, an HTML
 `<meta name="readers">`, a DOCX custom property, a PDF's `/Readers`, a JSON export item's
-`readers`) or through `sourcegate ingest --readers`: user ids and group ids in one list, as the
-caller's token names them (Entra ID's object ids) or as API_KEYS gives them to a key. A caller reads
-a document when one of its ids (its user id, its groups) is among the document's readers. A
+`readers`) or through `sourcegate ingest --readers`: user ids, group ids and app role names in one
+list, as the caller's token names them (Entra ID's object ids, its `roles`) or as API_KEYS gives them
+to a key. A caller reads a document when one of its ids (its user id, its groups, its roles) is
+among the document's readers. A
 document that names no readers is read by everyone or by nobody, as DOCUMENTS_WITHOUT_READERS says
 (default `nobody`). Unrestricted callers (MCP_API_KEY, a key with `"groups": ["*"]`, the command
 line) read every document.
@@ -65,10 +66,11 @@ def parse_readers(value: Any) -> list[str]:
 
 def readers_rule(caller: Caller | None, documents_without_readers: WithoutReaders = "nobody") -> ReadersRule | None:
     """The rule a caller reads under: None (every document) for no caller (the Python API, a server
-    without keys or tokens) and for an unrestricted one; else the caller's user id and groups."""
+    without keys or tokens) and for an unrestricted one; else the caller's user id, groups and app
+    roles (Entra ID's `roles` claim has no overage: docs/entra-id.md)."""
     if caller is None or caller.unrestricted:
         return None
-    ids = set(caller.groups) | ({caller.user_id} if caller.user_id else set())
+    ids = set(caller.groups) | set(caller.roles) | ({caller.user_id} if caller.user_id else set())
     return ReadersRule(frozenset(ids), unmarked=documents_without_readers == "everyone")
 
 

@@ -4,6 +4,10 @@ Routing is pure code over stored scores (`gate.apply_gate`), so a replay calls n
 no key and runs offline. Records whose hash does not verify are reported, not replayed: their
 scores cannot be trusted. The command first checks the log's hash chain and refuses a broken one
 (a record removed, reordered or inserted changes what a replay says) unless `--ignore-chain`.
+
+A record of a restricted caller holds the candidates the store gave it, already trimmed to the
+documents it may read (its `readers` rule is recorded beside them): replay re-routes those and
+does not trim again, as it reads no library (docs/readers.md).
 """
 
 from __future__ import annotations
