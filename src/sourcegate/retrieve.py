@@ -128,7 +128,7 @@ class Retriever:
         self.store = store
         self.embedder = embedder
         self.settings = settings
-        self._versions: tuple[float, set[str]] | None = None
+        self._versions: tuple[float, list[tuple[str, list[str]]]] | None = None
         self._versions_lock = threading.Lock()
 
     def archived_versions(self, readers: ReadersRule | None = None) -> set[str]:
