@@ -172,6 +172,18 @@ class Settings(BaseSettings):
     auth_jwks_max_age_s: float = Field(3600.0, gt=0, validation_alias=_env("AUTH_JWKS_MAX_AGE_S"))
     # Scopes named in /.well-known/oauth-protected-resource (what a client asks the issuer for).
     auth_scopes: str = Field("", validation_alias=_env("AUTH_SCOPES"))
+    # The web page's sign-in (docs/entra-id.md#web-page-sign-in): the client id registered for the
+    # page (set, the page sends people through the issuer's authorization code flow with PKCE), its
+    # secret where the issuer wants one for a web redirect URI (Entra ID does), the redirect URI
+    # registered (a full URL, or a path on the host the page was opened on) and the scopes asked for
+    # (default: openid profile and AUTH_SCOPES).
+    auth_web_client_id: str | None = Field(None, validation_alias=_env("AUTH_WEB_CLIENT_ID"))
+    auth_web_client_secret: str | None = Field(None, validation_alias=_env("AUTH_WEB_CLIENT_SECRET"))
+    auth_web_redirect_uri: str = Field("/auth/callback", validation_alias=_env("AUTH_WEB_REDIRECT_URI"))
+    auth_web_scopes: str | None = Field(None, validation_alias=_env("AUTH_WEB_SCOPES"))
+    # Seals the sign-in's cookies (encrypted and authenticated); unset, a key is made at first start
+    # in SOURCEGATE_HOME/web_session.key (0600). Replicas that share no home need the same value.
+    auth_web_session_secret: str | None = Field(None, validation_alias=_env("AUTH_WEB_SESSION_KEY"))
     # API keys, each with the groups it may read: JSON, or the path of a JSON file,
     # {"name": {"key_sha256": "HEX" or "key": "...", "groups": ["..."]}}. MCP_API_KEY stays: a key
     # that reads every group. (Named *_secret so repr() hides it.)
@@ -256,6 +268,12 @@ class Settings(BaseSettings):
         if self.auth_issuer and not self.auth_resource:
             raise ValueError("AUTH_ISSUER is set without AUTH_RESOURCE: set AUTH_RESOURCE to this server's own URL "
                              "(https://sourcegate.example.com/mcp), the resource its tokens are issued for")
+        if self.auth_web_client_id and not self.auth_issuer:
+            raise ValueError("AUTH_WEB_CLIENT_ID is set without AUTH_ISSUER: the web page signs people in with the "
+                             "issuer of AUTH_ISSUER; set it (and AUTH_RESOURCE), or unset AUTH_WEB_CLIENT_ID")
+        if self.auth_web_session_secret is not None and len(self.auth_web_session_secret.strip()) < 32:
+            raise ValueError("AUTH_WEB_SESSION_KEY is shorter than 32 characters: set a random one "
+                             "(`openssl rand -hex 32`), or unset it to have one made in SOURCEGATE_HOME")
         return self
 
     @model_validator(mode="before")

@@ -54,10 +54,13 @@ from .auth import Authenticator, IssuerUnavailable, Refusal, access_token
 from .mcp_tool import build_mcp_server
 from .metrics import CONTENT_TYPE_LATEST, Metrics
 from .openapi import API_KEY_HEADER, openapi_document
+from .signin import WebSignIn, web_settings
 
 log = logging.getLogger("sourcegate.server")
 
 PROTECTED_PREFIXES = ("/mcp", "/v1/")
+# The web page's sign-in (signin.py): answered only for the host names /mcp and /v1 answer for.
+SIGNIN_PREFIX = "/auth/"
 INTERFACE_HEADER = "x-sourcegate-interface"
 _REQUEST_ID_OK = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 _AUDIT_ID_OK = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -183,7 +186,8 @@ def _origin_allowed(security: TransportSecuritySettings, origin: str) -> bool:
 def _route_label(path: str) -> str:
     if path.startswith("/v1/audit/"):
         return "/v1/audit"
-    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/v1/filters", "/v1/feedback", "/healthz", "/readyz", "/metrics", "/openapi.json"):
+    if path in ("/", "/mcp", "/mcp/", "/v1/ask", "/v1/ask/stream", "/v1/filters", "/v1/feedback", "/healthz", "/readyz", "/metrics", "/openapi.json",
+                "/auth/login", "/auth/callback", "/auth/logout", "/auth/session"):
         return path.rstrip("/") or "/"
     return "other"
 
@@ -194,19 +198,21 @@ class GuardMiddleware:
     The body is read up to the cap before the app runs, so an oversized body gets a clear 413
     whether or not it declared its length."""
 
-    def __init__(self, app: ASGIApp, settings: Settings, metrics: Metrics, auth: Authenticator | None = None):
+    def __init__(self, app: ASGIApp, settings: Settings, metrics: Metrics, auth: Authenticator | None = None,
+                 web: WebSignIn | None = None):
         self.app = app
         self.settings = settings
         self.metrics = metrics
         self.security = transport_security(settings)
         self.auth = auth or Authenticator(settings)
+        self.web = web
 
     def rebinding_refusal(self, path: str, headers: dict[str, str]) -> tuple[Response, dict[str, str]] | None:
         """A page on another site that rebinds its name to this server's address must not reach
         /mcp or /v1: both answer only for localhost and the names in ALLOWED_HOSTS, whether or
         not a key is set (one rule, so a name that works for REST works for MCP). Returns the
         refusal and the fields its log line carries, or None."""
-        if not self.security.enable_dns_rebinding_protection or not path.startswith(PROTECTED_PREFIXES):
+        if not self.security.enable_dns_rebinding_protection or not path.startswith((*PROTECTED_PREFIXES, SIGNIN_PREFIX)):
             return None
         host = headers.get("host", "")
         if not _host_allowed(self.security, host):
@@ -217,7 +223,8 @@ class GuardMiddleware:
                              data={"setting": "ALLOWED_HOSTS", "fix": fix}),
                     {"host": host[:100], "setting": "ALLOWED_HOSTS", "fix": fix})
         origin = headers.get("origin")
-        if origin and not _origin_allowed(self.security, origin):
+        # (the sign-in's pages are navigated to from the issuer: their Origin is the issuer's)
+        if origin and path.startswith(PROTECTED_PREFIXES) and not _origin_allowed(self.security, origin):
             fix = "add the page's host name to ALLOWED_HOSTS"
             return (_refusal(path, 403, f"requests from that Origin are refused: {fix}",
                              data={"setting": "ALLOWED_HOSTS", "fix": fix}),
@@ -262,7 +269,16 @@ class GuardMiddleware:
                 await response(scope, receive, send_wrapped)
                 return
             if self.auth.required and path.startswith(PROTECTED_PREFIXES):
-                outcome = await self.authenticate(path, headers, interface, rid)
+                session = False
+                if self.web is not None and path.startswith("/v1/") and not headers.get(API_KEY_HEADER) \
+                        and not headers.get("authorization"):
+                    # the page's calls carry the signed-in person's access token in its session
+                    # cookie: checked exactly as a bearer token, by the same verifier
+                    bearer = self.web.session_token(headers)
+                    if bearer is not None:
+                        headers = {**headers, "authorization": f"Bearer {bearer}"}
+                        session = True
+                outcome = await self.authenticate(path, headers, interface, rid, session)
                 if isinstance(outcome, Response):
                     await outcome(scope, receive, send_wrapped)
                     return
@@ -310,8 +326,8 @@ class GuardMiddleware:
             for var, value in reversed(identity):
                 var.reset(value)
 
-    async def authenticate(self, path: str, headers: dict[str, str], interface: str,
-                           rid: str) -> tuple[Caller, dict[str, Any] | None] | Response:
+    async def authenticate(self, path: str, headers: dict[str, str], interface: str, rid: str,
+                           session: bool = False) -> tuple[Caller, dict[str, Any] | None] | Response:
         """The caller and their token's claims, or the response that refuses the request: the
         reason goes to the log; a token's refusal says only `invalid_token`, as the MCP
         authorization spec has it."""
@@ -329,8 +345,14 @@ class GuardMiddleware:
             challenge = self.auth.www_authenticate("invalid_token" if e.kind == "invalid_token" else None)
             extra = {"www-authenticate": challenge} if challenge else None
             if e.kind == "invalid_token":
+                if session:  # the page's own session: the person is told what to do
+                    return _refusal(path, 401, "your sign-in has ended: sign in again (the link at the top of the page)",
+                                    headers=extra, data={"setting": "AUTH_WEB_CLIENT_ID"})
                 return _refusal(path, 401, "invalid_token", headers=extra)
-            if interface == "web":  # a person at the page: the box, not a header
+            if interface == "web" and self.web is not None and e.kind == "missing":
+                msg = "sign in first (the Sign in link at the top of the page)" + (
+                    ", or type the API key in the API key box" if self.auth.api_keys else "")
+            elif interface == "web":  # a person at the page: the box, not a header
                 msg = ("this server needs its API key: type it in the API key box and ask again"
                        if e.kind == "missing" else "wrong API key: check the key in the API key box and ask again")
             elif self.auth.verifier is not None and e.kind == "missing":
@@ -662,6 +684,8 @@ def key_problem(settings: Settings) -> str | None:
             return f"{name} begins or ends with a space, which HTTP clients drop: remove it"
     try:  # API_KEYS' JSON (or file) and the AUTH_* URLs: refused at start with what to fix
         Authenticator(settings)
+        if settings.auth_web_client_id:
+            web_settings(settings)
     except ValueError as e:
         return str(e)
     return None
@@ -678,6 +702,8 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     metrics = Metrics()
     admission = AdmissionControl.from_settings(settings)
     auth = Authenticator(settings)  # a bad API_KEYS or AUTH_* setting fails here, at start
+    web = WebSignIn(settings, auth.verifier, key_login=bool(auth.api_keys)) \
+        if settings.auth_web_client_id and auth.verifier is not None else None
 
     async def ask(query: str, interface: str, filters: dict[str, Any] | None = None,
                   on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AskResult:
@@ -990,9 +1016,10 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
         Route("/v1/audit/{audit_id}", audit_record, methods=["GET"]),
         Route("/mcp", mcp_endpoint),
         *auth.routes(),
+        *(web.routes() if web is not None else []),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
-    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics, auth=auth)
+    app.add_middleware(GuardMiddleware, settings=settings, metrics=metrics, auth=auth, web=web)
     app.state.metrics = metrics
     app.state.gate_holder = holder
     app.state.admission = admission

@@ -200,6 +200,36 @@ class JwtVerifier:
                                       max_age_s=settings.auth_jwks_max_age_s)
 
     async def verify(self, token: str) -> dict[str, Any]:
+        alg, key = await self._signing_key(token)
+        try:
+            claims = jwt.decode(token, key, algorithms=[alg], audience=self.audiences, issuer=self.issuer,
+                                leeway=self.leeway, options={"require": ["exp", "iss", "aud"]})
+        except jwt.PyJWTError as e:
+            raise TokenRefused(f"{type(e).__name__}: {e}") from None
+        if self.tenant and claims.get("tid") != self.tenant:
+            raise TokenRefused(f"the token is of tenant {claims.get('tid')!r}, not AUTH_TENANT_ID")
+        return claims
+
+    async def verify_id_token(self, token: str, client_id: str, nonce: str) -> dict[str, Any]:
+        """An ID token of the web page's sign-in (OpenID Connect Core 3.1.3.7): signed by a key of the
+        same issuer, `iss`, `aud` naming `client_id` (and `azp`, when present, equal to it), `exp`
+        with the same leeway, and the `nonce` of the sign-in it answers."""
+        alg, key = await self._signing_key(token)
+        try:
+            claims = jwt.decode(token, key, algorithms=[alg], audience=client_id, issuer=self.issuer,
+                                leeway=self.leeway, options={"require": ["exp", "iat", "iss", "aud", "sub"]})
+        except jwt.PyJWTError as e:
+            raise TokenRefused(f"{type(e).__name__}: {e}") from None
+        if "azp" in claims and claims["azp"] != client_id:
+            raise TokenRefused(f"the ID token's azp {claims['azp']!r} is not AUTH_WEB_CLIENT_ID")
+        if not isinstance(claims.get("nonce"), str) or not hmac.compare_digest(claims["nonce"].encode(), nonce.encode()):
+            raise TokenRefused("the ID token's nonce is not this sign-in's")
+        if self.tenant and claims.get("tid") != self.tenant:
+            raise TokenRefused(f"the ID token is of tenant {claims.get('tid')!r}, not AUTH_TENANT_ID")
+        return claims
+
+    async def _signing_key(self, token: str) -> tuple[str, jwt.PyJWK]:
+        """The token's algorithm (one of AUTH_ALGORITHMS) and the issuer's key it names."""
         try:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError as e:
@@ -218,14 +248,7 @@ class JwtVerifier:
                 how = "fetched again now" if fetched else \
                     f"not fetched again: fetched less than AUTH_JWKS_REFRESH_MIN_S={self.keys.refresh_min_s:g} s ago"
                 raise TokenRefused(f"the issuer's key set has no key {kid!r} (the set was {how})")
-        try:
-            claims = jwt.decode(token, key, algorithms=[alg], audience=self.audiences, issuer=self.issuer,
-                                leeway=self.leeway, options={"require": ["exp", "iss", "aud"]})
-        except jwt.PyJWTError as e:
-            raise TokenRefused(f"{type(e).__name__}: {e}") from None
-        if self.tenant and claims.get("tid") != self.tenant:
-            raise TokenRefused(f"the token is of tenant {claims.get('tid')!r}, not AUTH_TENANT_ID")
-        return claims
+        return alg, key
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
