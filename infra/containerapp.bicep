@@ -62,6 +62,17 @@ param authTenantId string = ''
 @description('Scopes named in /.well-known/oauth-protected-resource, e.g. api://API-CLIENT-ID/ask.')
 param authScopes string = ''
 
+@description('The web page\'s sign-in (docs/entra-id.md#web-page-sign-in): the client id of its app registration, whose Web redirect URI is https://FQDN/auth/callback; empty: the page asks for an API key.')
+param authWebClientId string = ''
+
+@description('A client secret of that registration (Entra ID redeems a Web redirect URI\'s code only with one).')
+@secure()
+param authWebClientSecret string = ''
+
+@description('Seals the sign-in\'s cookies, the same on every replica; the default is new at each deployment (people sign in again after one).')
+@secure()
+param authWebSessionKey string = '${newGuid()}${newGuid()}'
+
 @description('API keys with the groups each may read (JSON: {"NAME": {"key_sha256": "HEX", "groups": ["GROUP-ID"]}}); empty: none beyond mcpApiKey.')
 @secure()
 param apiKeys string = ''
@@ -144,6 +155,39 @@ var authEnv = empty(authIssuer) ? [] : [
     value: authScopes
   }
 ]
+
+// The web page's sign-in: set only with an issuer and the page's client id.
+var webSignIn = !empty(authIssuer) && !empty(authWebClientId)
+var webSecrets = !webSignIn ? [] : concat([
+  {
+    name: 'web-session-key'
+    value: authWebSessionKey
+  }
+], empty(authWebClientSecret) ? [] : [
+  {
+    name: 'web-client-secret'
+    value: authWebClientSecret
+  }
+])
+var webEnv = !webSignIn ? [] : concat([
+  {
+    name: 'AUTH_WEB_CLIENT_ID'
+    value: authWebClientId
+  }
+  {
+    name: 'AUTH_WEB_REDIRECT_URI'
+    value: 'https://${fqdn}/auth/callback'
+  }
+  {
+    name: 'AUTH_WEB_SESSION_KEY'
+    secretRef: 'web-session-key'
+  }
+], empty(authWebClientSecret) ? [] : [
+  {
+    name: 'AUTH_WEB_CLIENT_SECRET'
+    secretRef: 'web-client-secret'
+  }
+])
 
 resource logs 'Microsoft.OperationalInsights/workspaces@2022-10-01' = {
   name: '${name}-logs'
@@ -235,7 +279,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
           name: 'store-url'
           value: storeUrl
         }
-      ], registrySecrets, hmacSecrets, apiKeySecrets)
+      ], registrySecrets, hmacSecrets, apiKeySecrets, webSecrets)
       registries: empty(registryServer) ? [] : [
         {
           server: registryServer
@@ -280,7 +324,7 @@ resource app 'Microsoft.App/containerApps@2024-03-01' = {
               name: 'AUDIT_LOG_PATH'
               value: '/data/audit/{hostname}.jsonl'
             }
-          ], hmacEnv, apiKeyEnv, authEnv)
+          ], hmacEnv, apiKeyEnv, authEnv, webEnv)
           volumeMounts: [
             {
               volumeName: 'data'

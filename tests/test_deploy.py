@@ -183,3 +183,19 @@ def test_the_guides_podman_commands_keep_the_healthcheck_and_the_key():
     assert "mcp-api-key.txt" in text and "-e MCP_API_KEY -e ALLOWED_HOSTS=" in text
     gitignore = (Path(__file__).resolve().parents[1] / ".gitignore").read_text(encoding="utf-8").splitlines()
     assert "wheels/" in gitignore
+
+
+def test_the_web_sign_in_takes_its_secrets_from_secrets():
+    """The page's sign-in (docs/entra-id.md#web-page-sign-in): its client secret and cookie key are
+    secrets, and its redirect URI is the app's own https callback."""
+    parsed = _parsed()
+    app = parsed["resources"]["app"]["config"]["properties"]
+    secrets = {s["name"] for s in _items(app["configuration"]["secrets"], parsed["variables"])}
+    (container,) = app["template"]["containers"]
+    env = _env(container, parsed["variables"])
+    assert env["AUTH_WEB_CLIENT_ID"]["value"] == "authWebClientId"
+    for name, secret in (("AUTH_WEB_SESSION_KEY", "web-session-key"), ("AUTH_WEB_CLIENT_SECRET", "web-client-secret")):
+        assert env[name] == {"name": name, "secretRef": secret} and secret in secrets, name
+    for param in ("authWebClientSecret", "authWebSessionKey"):
+        assert {"type": "secure"} in parsed["parameters"][param]["decorators"], param
+    assert "/auth/callback" in str(env["AUTH_WEB_REDIRECT_URI"]["value"])
