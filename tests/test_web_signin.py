@@ -48,6 +48,7 @@ class Provider:
         self.codes: dict[str, dict[str, str]] = {}
         self.token_requests: list[dict[str, str]] = []
         self.id_token_overrides: dict = {}
+        self.access_overrides: dict = {}
         provider = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -122,7 +123,8 @@ class Provider:
         now = int(time.time())
         return self.sign({"iss": self.url, "aud": RESOURCE, "exp": now + 600, "nbf": now - 10, "iat": now - 10,
                           "oid": USER, "sub": "pairwise-api", "tid": TENANT, "groups": GROUPS, "roles": ["Reader"],
-                          "name": NAME, "preferred_username": USERNAME, "scp": "ask", "azp": CLIENT_ID})
+                          "name": NAME, "preferred_username": USERNAME, "scp": "ask", "azp": CLIENT_ID,
+                          **self.access_overrides})
 
     def close(self):
         self.server.shutdown()
@@ -138,7 +140,7 @@ def provider():
 
 @pytest.fixture(autouse=True)
 def _fresh(provider):
-    provider.id_token_overrides = {}
+    provider.id_token_overrides = provider.access_overrides = {}
     yield
 
 
@@ -261,6 +263,22 @@ def test_the_session_is_refused_once_its_token_no_longer_verifies(gate, provider
         moved.cookies.set(SESSION_COOKIE, sealed)
         resp = moved.post("/v1/ask", json={"query": Q}, headers=WEB)
         assert resp.status_code == 401 and resp.json()["error"].startswith("your sign-in has ended: sign in again")
+
+
+def test_a_token_too_long_for_one_cookie_is_split(gate, provider):
+    """A user in many groups: the sealed session is longer than a browser keeps in one cookie."""
+    groups = [f"0f5a1c7e-aaaa-4bbb-8ccc-{i:012d}" for i in range(150)]
+    provider.access_overrides = {"groups": groups}
+    with TestClient(create_app(_settings(gate, provider), gate)) as client:
+        resp = _sign_in(client)
+        pieces = [c.split(";")[0] for c in resp.headers.get_list("set-cookie")
+                  if c.startswith(SESSION_COOKIE) and "Max-Age=0" not in c]
+        assert len(pieces) >= 2 and all(len(p) < 4000 for p in pieces), [len(p) for p in pieces]
+        answer = client.post("/v1/ask", json={"query": Q}, headers=WEB)
+        assert answer.status_code == 200, answer.text
+        assert _record(gate, answer.json()["audit_id"])["caller"]["groups"]["count"] == 150
+        client.get("/auth/logout")
+        assert not [name for name in client.cookies if name.startswith(SESSION_COOKIE)]
 
 
 def _refused(resp, words: str) -> None:
