@@ -183,13 +183,28 @@ def test_the_hand_written_questions():
         assert not leaked(text), (p, leaked(text))
 
 
-@pytest.mark.parametrize("store", STORES)
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_outsider_is_never_shown_a_hidden_document(gates, store, kind):
-    gate = gates(store)
+# Questions in groups of about a dozen per test: every question on SQLite, every third on the other
+# stores (the same code above the store, a slower store).
+PER_TEST = 12
+GROUPS = [("sqlite", kind, part) for kind in KINDS
+          for part in range(-(-sum(q["kind"] == kind for q in QUESTIONS) // PER_TEST))]
+GROUPS += [(store, kind, None) for store in ("postgresql", "azure") for kind in KINDS]
+
+
+def chosen(store: str, kind: str, part: int | None) -> list[tuple[int, dict]]:
     asked = [(n, q) for n, q in enumerate(QUESTIONS) if q["kind"] == kind]
-    if store != "sqlite":
-        asked = asked[::3]  # every third question: the same code path, a slower store
+    return asked[::3] if part is None else asked[part * PER_TEST:(part + 1) * PER_TEST]
+
+
+def group_id(group) -> str:
+    store, kind, part = group
+    return f"{store}-{kind}" + ("" if part is None else f"-{part}")
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=group_id)
+def test_the_outsider_is_never_shown_a_hidden_document(gates, group):
+    gate = gates(group[0])
+    asked = chosen(*group)
     for n, item in asked:
         (shown, view, refusal) = ask(gate, item, OUTSIDER)
         assert not leaked(view, asked_text(item)), (item, leaked(view, asked_text(item)), view)
@@ -205,21 +220,20 @@ def test_the_outsider_is_never_shown_a_hidden_document(gates, store, kind):
                               rec["query"].casefold())
 
 
-@pytest.mark.parametrize("store", STORES)
-@pytest.mark.parametrize("kind", KINDS)
-def test_the_reader_is_answered_as_without_readers(gates, store, kind):
-    gate = gates(store)
-    asked = [(n, q) for n, q in enumerate(QUESTIONS) if q["kind"] == kind]
-    if store != "sqlite":
-        asked = asked[::3]
-    answered_from_hidden = 0
-    for n, item in asked:
-        mine = ask(gate, item, READER)[0]
-        assert mine == baseline(gate, store, n, item), item
-        if mine[0] != "refused" and {i.split("#")[0] for i in mine[1] + mine[2]} & HIDDEN:
-            answered_from_hidden += 1
-    # the questions do reach the hidden documents: for the reader, they are the sources
-    assert answered_from_hidden >= len(asked) // 4, (kind, answered_from_hidden, len(asked))
+@pytest.mark.parametrize("group", GROUPS, ids=group_id)
+def test_the_reader_is_answered_as_without_readers(gates, group):
+    gate = gates(group[0])
+    for n, item in chosen(*group):
+        assert ask(gate, item, READER)[0] == baseline(gate, group[0], n, item), item
+
+
+def test_the_questions_reach_the_hidden_documents(gates):
+    """For a caller who may read them, the hidden documents are the sources of many answers: the
+    questions do surface them."""
+    gate = gates("sqlite")
+    cited = sum(1 for n, item in enumerate(QUESTIONS) if (b := baseline(gate, "sqlite", n, item))[0] != "refused"
+                and {i.split("#")[0] for i in b[1] + b[2]} & HIDDEN)
+    assert cited >= len(QUESTIONS) // 2, cited  # 134 of 216 when written
 
 
 def test_filters_and_their_errors_name_only_what_the_caller_may_read(gates):
