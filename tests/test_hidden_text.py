@@ -511,3 +511,43 @@ def test_pdf_text_under_a_white_box_is_measured_with_its_fonts_widths(tmp_path):
     text = parse_pdf(tmp_path / "v.pdf", "v.pdf")[0].text
     assert SHOWN in text and "Half under a white box: check the seals." in text
     assert "20,000" not in text, text
+
+
+@pytest.mark.parametrize("stream", [
+    b"q 1 0 0 1 0 0 cm BT /F1 12 Tf (a\\(b\\)c\\\\d\\101\\7777\\q\\\r\nz) Tj [(x) -250 <4142 43> 12.5 (y)] TJ ET Q",
+    b"/P <</MCID 0 /A [1 2 (x)] /S /Span>> BDC 0.5 g 1 1 1 rg 3 Tr 0 Tz (w) ' 1 2 (v) \" EMC",
+    b"BT %a comment\n /F1 1 Tf -.5 .5 +3 -0 5. Td <> Tj () Tj ET 0 0 0 1 k /Cs1 cs /P0 scn 10 10 m 20 20 l W n",
+])
+def test_the_fast_content_reader_reads_operations_as_pypdf_does(stream):
+    """The reader that decides a page hides nothing gives the operands pypdf's parser gives
+    (numbers, names, the bytes of strings, arrays, dictionaries)."""
+    import io
+
+    from pypdf.generic import ArrayObject, ContentStream, DictionaryObject, NameObject
+
+    from sourcegate.ingest.parsers import _content_operations
+
+    def plain(o):
+        if isinstance(o, NameObject):
+            return str(o)
+        if hasattr(o, "original_bytes"):
+            return bytes(o.original_bytes)
+        if isinstance(o, DictionaryObject):
+            return {str(k): plain(v) for k, v in o.items()}
+        if isinstance(o, ArrayObject):
+            return [plain(x) for x in o]
+        return float(o)
+
+    parsed = ContentStream(None, None)
+    parsed._parse_content_stream(io.BytesIO(stream))
+    assert _content_operations(stream) == [([plain(x) for x in o], op) for o, op in parsed._operations]
+
+
+@pytest.mark.parametrize("stream", [
+    b"BT (a (nested) string) Tj ET", b"BI /W 1 /H 1 ID \x00 EI", b"/Name#20x gs", b"1.2.3 Tz",
+    b"[true] TJ", b"(unclosed Tj", b"<< /A 1 >> >> BDC", b"<zz> Tj", b"(x) Tf",
+])
+def test_what_the_fast_content_reader_cannot_read_exactly_is_left_to_pypdf(stream):
+    from sourcegate.ingest.parsers import _content_operations
+
+    assert _content_operations(stream) is None

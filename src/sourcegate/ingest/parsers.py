@@ -720,11 +720,11 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
                 ok = 0
             if not ok:
                 raise IngestError("encrypted PDF (a password is required); decrypt it first")
-        read = [_visible_page_text(p, reader) for p in reader.pages]
-        page_texts = [t for t, _ in read]
+        read = [_visible_page_text(p, reader, lazy=True) for p in reader.pages]
+        page_texts: list[str | None] = [t for t, _, _ in read]
         # a page that hides text keeps its text layer as read without it: the table extractor would
         # read the hidden text again
-        ruled = [n for n, p in enumerate(reader.pages) if not read[n][1] and _draws_lines(p)]
+        ruled = [n for n, (_, hides, lines) in enumerate(read) if lines and not hides]
         info: dict = {}
         try:
             info = {str(k).lstrip("/"): v for k, v in (reader.metadata or {}).items()}
@@ -742,11 +742,22 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
         raise IngestError(f"corrupt or unreadable PDF ({type(e).__name__}: {str(e)[:120]})") from None
     if not page_texts:
         raise IngestError("empty PDF (no pages)")
-    if not any(t.strip() for t in page_texts):
+
+    def text_layer(n: int) -> str:  # a ruled page's text layer, read when it is needed
+        if page_texts[n] is None:
+            try:
+                page_texts[n] = reader.pages[n].extract_text() or ""
+            except Exception as e:
+                raise IngestError(f"corrupt or unreadable PDF ({type(e).__name__}: {str(e)[:120]})") from None
+        return page_texts[n]
+
+    if not any(text_layer(n).strip() for n in range(len(page_texts))):
         page_texts = _ocr_pdf(path)
     elif ruled:
         for n, text in _pdf_pages_with_tables(path, ruled).items():
             page_texts[n] = text
+        for n in ruled:  # those the table reader left: their text layer
+            text_layer(n)
     parts, pages, pos = [], [], 0
     for n, t in enumerate(page_texts, start=1):
         t = _clean(t)
@@ -776,16 +787,6 @@ def parse_pdf(path: Path, doc_id: str) -> list[Document]:
 # their text layer, so a book of tables is still read within SOURCEGATE_PARSE_TIMEOUT_S.
 PDF_TABLE_BUDGET_S = 20.0
 _DRAWS_LINES = re.compile(rb"(?:-?[\d.]+\s+){3}-?[\d.]+\s+re\b|(?:-?[\d.]+\s+)-?[\d.]+\s+l\b")
-
-
-def _draws_lines(page) -> bool:
-    try:
-        contents = page.get_contents()
-        if contents is None:
-            return False
-        return bool(_DRAWS_LINES.search(contents.get_data()))
-    except Exception:
-        return False
 
 
 def _pdf_pages_with_tables(path: Path, page_numbers: list[int]) -> dict[int, str]:
@@ -859,9 +860,11 @@ def _apply(m, x: float, y: float) -> tuple[float, float]:
 
 
 def _box(m, x0: float, y0: float, x1: float, y1: float) -> tuple[float, float, float, float]:
-    """The device-space bounding box of the rectangle (x0, y0)-(x1, y1) under matrix m."""
-    pts = [_apply(m, x, y) for x in (x0, x1) for y in (y0, y1)]
-    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    """The device-space bounding box of the rectangle (x0, y0)-(x1, y1) under matrix m (its corners
+    computed as `_apply` does, inline: a page calls this for every shape and every text show)."""
+    a, b, c, d, e, f = m
+    xs = (a * x0 + c * y0 + e, a * x0 + c * y1 + e, a * x1 + c * y0 + e, a * x1 + c * y1 + e)
+    ys = (b * x0 + d * y0 + f, b * x0 + d * y1 + f, b * x1 + d * y0 + f, b * x1 + d * y1 + f)
     return min(xs), min(ys), max(xs), max(ys)
 
 
@@ -976,15 +979,19 @@ def _advance(shown, font, size: float, tc: float, tw: float, th: float) -> tuple
         data = bytes(shown)
     else:
         data = str(shown).encode("latin-1", "replace")
+    from functools import reduce
+    from operator import add
+
     per, widths, default = font if font else (1, {}, None)
     codes = data if per == 1 else [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data) - 1, 2)]
-    lo = hi = 0.0
-    for code in codes:
+    # each distinct code's step computed once, the steps then added in order (the same sums)
+    lo_step, hi_step = {}, {}
+    for code in set(codes):
         w = widths.get(code, default)
         spacing = tc + (tw if per == 1 and code == 32 else 0.0)
-        lo += ((0.4 if w is None else w / 1000) * size + spacing) * th
-        hi += ((0.8 if w is None else w / 1000) * size + spacing) * th
-    return lo, hi
+        lo_step[code] = ((0.4 if w is None else w / 1000) * size + spacing) * th
+        hi_step[code] = ((0.8 if w is None else w / 1000) * size + spacing) * th
+    return reduce(add, map(lo_step.__getitem__, codes), 0.0), reduce(add, map(hi_step.__getitem__, codes), 0.0)
 
 
 def _num(value, default: float = 0.0) -> float:
@@ -1149,8 +1156,14 @@ def _invisible_text_ops(operations, images: frozenset = frozenset(), page_box=No
             def seen(colour) -> bool:
                 return colour is None or painted or on_white(colour)
 
-            shown = {0: seen(gs["fill"]), 4: seen(gs["fill"]), 1: seen(gs["stroke"]), 5: seen(gs["stroke"]),
-                     2: seen(gs["fill"]) or seen(gs["stroke"]), 6: seen(gs["fill"]) or seen(gs["stroke"])}.get(mode, False)
+            if mode in (0, 4):
+                shown = seen(gs["fill"])
+            elif mode in (1, 5):
+                shown = seen(gs["stroke"])
+            elif mode in (2, 6):
+                shown = seen(gs["fill"]) or seen(gs["stroke"])
+            else:
+                shown = False
             if not shown or min(wide, high) < MIN_TEXT_PT or not placed:
                 invisible += 1
                 kept += _left_out(operands, op)  # sets spacing and moves to the next line, as kept text would
@@ -1168,6 +1181,121 @@ def _invisible_text_ops(operations, images: frozenset = frozenset(), page_box=No
     return kept, visible, invisible
 
 
+# A content stream's operations, read by one regular expression instead of pypdf's byte-by-byte
+# parser (which took more time than the rest of a page's reading): operands as plain values
+# (numbers as floats, bytes for strings, "/Name" for names, lists, dicts), the way pypdf reads them,
+# for `_invisible_text_ops` to decide whether a page hides text. Whatever this does not read
+# exactly as pypdf would (an inline image, a string with unescaped parentheses inside, a name with
+# `#` escapes or bytes outside ASCII, a malformed number, a boolean inside an array, a stray
+# delimiter) gives None: the page then goes through pypdf's parser.
+_TOKENS = re.compile(
+    rb"(?:[\x00\t\n\x0c\r ]+|%[^\r\n]*)*"  # whitespace and comments before a token
+    # an operator and the numbers before it (the most of a page), or a token alone
+    rb"(?:((?:[+-]?(?:\d+\.?\d*|\.\d+)(?![+,\-.0-9])[\t\n\x0c\r ]*)*)([A-Za-z'\"][^\t\n\x0b\x0c\r ()<>\[\]{}/%]*)"
+    rb"|([+-]?(?:\d+\.?\d*|\.\d+))(?![+,\-.0-9])"  # a number
+    rb"|(/[^\t\n\x0b\x0c\r ()<>\[\]{}/%]*)"  # a name
+    rb"|(\((?:[^()\\]|\\.)*\))"  # a string without parentheses inside but escaped ones
+    rb"|(<<|\[)|(>>|\])"  # a dictionary or an array opens or closes
+    rb"|(<[0-9A-Fa-f\x00\t\n\x0c\r ]*>)"  # a hexadecimal string
+    rb"|(.)"  # anything else: left to pypdf
+    rb"|\Z)", re.S)
+_HEX_SPACE = re.compile(rb"[\x00\t\n\x0c\r ]+")
+_ESCAPES = {ord(c): ord(v) for c, v in zip("nrtbf()/\\ %<>[]#_&$", "\n\r\t\b\f()/\\ %<>[]#_&$")}
+
+
+def _unescaped(literal: bytes) -> bytes | None:
+    """The bytes of a literal string `(...)` (parentheses included) with its escapes read as pypdf
+    reads them: `\\n`, `\\(`, octal `\\ddd` (over 255: the backslash kept, the digits read again),
+    an escaped line break dropped, an unknown escape kept with its backslash."""
+    out, i, n = bytearray(), 1, len(literal) - 1
+    while i < n:
+        c = literal[i]
+        i += 1
+        if c == 0x5C:
+            if i >= n:
+                return None
+            c = literal[i]
+            i += 1
+            if c in _ESCAPES:
+                out.append(_ESCAPES[c])
+                continue
+            if 0x30 <= c <= 0x37:
+                digits = bytes([c])
+                while len(digits) < 3 and i < n and 0x30 <= literal[i] <= 0x37:
+                    digits += literal[i:i + 1]
+                    i += 1
+                value = int(digits, 8)
+                if value > 255:
+                    out.append(0x5C)
+                    i -= len(digits)
+                else:
+                    out.append(value)
+                continue
+            if c in (0x0A, 0x0D):  # an escaped line break (both bytes of a two-byte one)
+                if i < n and literal[i] in (0x0A, 0x0D):
+                    i += 1
+                continue
+            out.append(0x5C)
+        out.append(c)
+    return bytes(out)
+
+
+def _content_operations(data: bytes) -> list | None:
+    """[(operands, operator)] of a content stream, or None where pypdf must read it (see above)."""
+    ops: list = []
+    operands: list = []
+    stack: list = []  # (opening delimiter, items so far) of the arrays and dictionaries open
+    for numbers, word, number, name, string, opened, closed, hexa, other in _TOKENS.findall(data):
+        if word:
+            if stack or word == b"BI":  # a boolean or null inside an array or dictionary, an inline image
+                return None
+            if numbers:
+                operands.extend(map(float, numbers.split()))
+            if word in (b"Tf", b"gs", b"Do") and operands and not isinstance(operands[0], str):
+                return None  # a resource named by a string: pypdf's string objects read as its name
+            ops.append((operands, word))
+            operands = []
+            continue
+        elif number:
+            value = float(number)
+        elif name:
+            if b"#" in name or not name.isascii():
+                return None
+            value = name.decode("ascii")
+        elif string:
+            if b"\\" in string:
+                value = _unescaped(string)
+                if value is None:
+                    return None
+            else:
+                value = string[1:-1]
+        elif opened:
+            stack.append((opened, []))
+            continue
+        elif closed:  # an array's items, or a dictionary's keys (names) and values in turn
+            if not stack or stack[-1][0] != (b"[" if closed == b"]" else b"<<"):
+                return None
+            kind, value = stack.pop()
+            if kind == b"<<":
+                keys, values = value[0::2], value[1::2]
+                if len(keys) != len(values) or not all(isinstance(k, str) for k in keys):
+                    return None
+                value = dict(zip(keys, values))
+        elif hexa:
+            digits = _HEX_SPACE.sub(b"", hexa[1:-1])
+            value = bytes.fromhex((digits + b"0" if len(digits) % 2 else digits).decode("ascii"))
+        elif other:
+            return None
+        else:  # the end of the stream
+            continue
+        if stack:
+            stack[-1][1].append(value)
+        else:
+            operands.append(value)
+    # operands left without an operator at the end are dropped, as pypdf drops them
+    return None if stack else ops
+
+
 def _image_names(page) -> frozenset:
     """The names of the page's XObjects that are images."""
     try:
@@ -1177,27 +1305,44 @@ def _image_names(page) -> frozenset:
         return frozenset()
 
 
-def _visible_page_text(page, reader) -> tuple[str, bool]:
-    """The page's text without what it draws invisibly (see _MAY_HIDE), and whether it drew any."""
+def _visible_page_text(page, reader, lazy: bool = False) -> tuple[str | None, bool, bool]:
+    """The page's text without what it draws invisibly (see _MAY_HIDE), whether it drew any, and
+    whether it draws lines (`_DRAWS_LINES`). `lazy`: the text of a page that hides nothing and
+    draws lines is None, for the caller to read only if the table reader does not (that page's
+    content stream is then parsed once, by the fast reader, instead of twice by pypdf)."""
     from pypdf.generic import ContentStream, NameObject, NumberObject
 
     contents = page.get_contents()
     if contents is None:
-        return page.extract_text() or "", False
+        return page.extract_text() or "", False, False
     try:
-        if _MAY_HIDE.search(contents.get_data()) is None:
-            return page.extract_text() or "", False
-        stream = ContentStream(contents, reader)
+        data = contents.get_data()
+        lines = _DRAWS_LINES.search(data) is not None
+    except Exception:
+        return page.extract_text() or "", False, False
+
+    def text_layer() -> str | None:
+        return None if lazy and lines else page.extract_text() or ""
+
+    try:
+        if _MAY_HIDE.search(data) is None:
+            return text_layer(), False, lines
         images = _image_names(page)
         facts = {"page_box": _page_box(page), "fonts": _page_fonts(page), "gstates": _page_gstates(page)}
+        fast = _content_operations(data)
+        # the fast reader only decides that nothing is hidden: a page that hides something is read
+        # again by pypdf below, whose operations make its text layer
+        if fast is not None and _invisible_text_ops(fast, images, **facts)[2] == 0:
+            return text_layer(), False, lines
+        stream = ContentStream(contents, reader)
         kept, visible, invisible = _invisible_text_ops(stream.operations, images, **facts)
     except Exception:  # a stream pypdf cannot take apart: its own extraction decides
-        return page.extract_text() or "", False
+        return text_layer(), False, lines
     # the text layer reads the operations parsed above instead of parsing the stream again
     # (in memory only: the file is not written)
     page[NameObject("/Contents")] = stream
     if not invisible:
-        return page.extract_text() or "", False
+        return text_layer(), False, lines
     plain = page.extract_text() or ""
     if not visible and any(op in (b"INLINE IMAGE", b"BI") or (op == b"Do" and o and str(o[0]) in images)
                            for o, op in stream.operations):
@@ -1207,7 +1352,7 @@ def _visible_page_text(page, reader) -> tuple[str, bool]:
     stream.operations = kept
     page[NameObject("/Contents")] = stream  # in memory only: the file is not written
     seen = page.extract_text() or ""
-    return seen, seen != plain
+    return seen, seen != plain, lines
 
 
 def _text_of(value) -> str | None:

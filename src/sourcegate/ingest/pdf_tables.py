@@ -81,20 +81,25 @@ def _path_edges(raw, obj, matrix, h: list, v: list) -> None:
     """The horizontal and vertical straight segments of a path object, in page space."""
     a, b, c, d, e, f = matrix
     x, y = ctypes.c_float(), ctypes.c_float()
+    px, py = ctypes.byref(x), ctypes.byref(y)
+    # pdfium's functions bound once: a ruled page has a few hundred paths of five segments each
+    segment, point_of, kind_of, closes = (raw.FPDFPath_GetPathSegment, raw.FPDFPathSegment_GetPoint,
+                                          raw.FPDFPathSegment_GetType, raw.FPDFPathSegment_GetClose)
+    moveto, lineto = raw.FPDF_SEGMENT_MOVETO, raw.FPDF_SEGMENT_LINETO
     segments = []
     cur = start = None
     for i in range(raw.FPDFPath_CountSegments(obj)):
-        seg = raw.FPDFPath_GetPathSegment(obj, i)
-        if not raw.FPDFPathSegment_GetPoint(seg, x, y):
+        seg = segment(obj, i)
+        if not point_of(seg, px, py):
             continue
         point = (a * x.value + c * y.value + e, b * x.value + d * y.value + f)
-        kind = raw.FPDFPathSegment_GetType(seg)
-        if kind == raw.FPDF_SEGMENT_MOVETO or cur is None:
+        kind = kind_of(seg)
+        if kind == moveto or cur is None:
             start = point
-        elif kind == raw.FPDF_SEGMENT_LINETO:
+        elif kind == lineto:
             segments.append((cur, point))
         cur = point  # a curve's points are not a line: only followed
-        if raw.FPDFPathSegment_GetClose(seg) and start is not None:
+        if closes(seg) and start is not None:
             segments.append((cur, start))
             cur = start
     for (x0, y0), (x1, y1) in segments:
@@ -211,6 +216,9 @@ def _tables(cells: list) -> list[list[tuple[float, float, float, float]]]:
 
 
 _BUFFER = 4096
+# One buffer for the bounded text of every cell (pages are read one at a time, under _LOCK): a
+# new one a cell, copied whole to bytes, cost more than the text it held.
+_TEXT_BUFFER = (ctypes.c_ushort * _BUFFER)()
 
 
 def _text(textpage, left: float, bottom: float, right: float, top: float) -> str:
@@ -219,10 +227,10 @@ def _text(textpage, left: float, bottom: float, right: float, top: float) -> str
         return ""
     import pypdfium2.raw as raw
 
-    buffer = (ctypes.c_ushort * _BUFFER)()
+    buffer = _TEXT_BUFFER
     n = raw.FPDFText_GetBoundedText(textpage.raw, left, top, right, bottom, buffer, _BUFFER)
     if n < _BUFFER - 1:
-        text = bytes(buffer)[:2 * n].decode("utf-16-le", errors="replace").replace("\x00", "")
+        text = ctypes.string_at(buffer, 2 * max(n, 0)).decode("utf-16-le", errors="replace").replace("\x00", "")
     else:  # more text than the buffer holds: the wrapper sizes its own
         text = textpage.get_text_bounded(left, bottom, right, top)
     return "\n".join(" ".join(line.split()) for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
