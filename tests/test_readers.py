@@ -335,6 +335,25 @@ def test_rest_with_per_key_groups(app, gates, caplog):
         assert {f["key"] for f in every["filters"]} >= {"case", "system"}
 
 
+def test_feedback_does_not_confirm_a_hidden_passage(app, gates):
+    """Feedback naming a passage outside the answer is checked against the library: for a caller
+    outside its readers, a hidden passage is one the library does not hold."""
+    gate = gates("sqlite")
+    hidden = next(c for c in gate.store.passage_ids() if c.startswith("hr/case-hr-2026-014.md#"))
+    public = next(c for c in gate.store.passage_ids() if c.startswith("policies/annual-leave.md#"))
+    with TestClient(app) as client:
+        outsider = {"x-api-key": API_KEYS["outsider"]["key"]}
+        answer = client.post("/v1/ask", json={"query": "When does the canteen open?"}, headers=outsider).json()
+        refused = client.post("/v1/feedback", headers=outsider, json={
+            "audit_id": answer["audit_id"], "verdict": "wrong", "passage_id": hidden})
+        missing = client.post("/v1/feedback", headers=outsider, json={
+            "audit_id": answer["audit_id"], "verdict": "wrong", "passage_id": hidden.replace("#", "#9")})
+        assert refused.status_code == missing.status_code == 400
+        assert refused.json()["error"] == missing.json()["error"].replace(hidden.replace("#", "#9"), hidden)
+        assert client.post("/v1/feedback", headers=outsider, json={
+            "audit_id": answer["audit_id"], "verdict": "wrong", "passage_id": public}).status_code == 201
+
+
 def test_the_mcp_client_with_per_key_groups(app, gates):
     import httpx2
     from mcp import ClientSession

@@ -136,11 +136,13 @@ def _candidate(record: dict, passage_id: str) -> dict | None:
 
 
 def record_feedback(request: FeedbackRequest, feedback: "FeedbackStore", audit: AuditLog | None, library: Any,
-                    interface: str = "python") -> Feedback:
+                    interface: str = "python", readers: Any = None) -> Feedback:
     """Check `request` against the answer's audit record and the library, and append it.
 
     `library` is the index store (its `get_chunks` says whether a passage exists), or a callable
-    that opens it: it is only needed for a passage that was not among the answer's candidates."""
+    that opens it: it is only needed for a passage that was not among the answer's candidates.
+    `readers` is the caller's readers rule (docs/readers.md): a passage of a document it may not
+    read is answered as one the library does not hold."""
     if not AUDIT_ID.match(request.audit_id):
         raise UnknownAnswer(f"no answer with the audit id {request.audit_id[:80]!r}: audit ids are the audit_id "
                             "field of an answer (32 hexadecimal characters)")
@@ -169,7 +171,9 @@ def record_feedback(request: FeedbackRequest, feedback: "FeedbackStore", audit: 
             raise FeedbackError(f"passage_id is over {MAX_PASSAGE_ID_CHARS} characters: it is not a passage id")
         if _candidate(record, request.passage_id) is None:
             store = library() if callable(library) and not hasattr(library, "get_chunks") else library
-            if store is None or not store.get_chunks([request.passage_id]):
+            found = store.get_chunks([request.passage_id], readers) if store is not None and readers is not None \
+                else store.get_chunks([request.passage_id]) if store is not None else []
+            if not found:
                 raise FeedbackError(f"the passage {request.passage_id!r} is not among the answer's passages and the "
                                     "library holds no passage with that id: pick one of the answer's passages "
                                     "(their `id`), or say no_passage_answers")

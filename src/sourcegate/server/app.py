@@ -44,6 +44,7 @@ from ..feedback import (FEEDBACK_BODY_HINT, FeedbackError, FeedbackRequest, Feed
                         record_feedback)
 from ..feedback import parse_request as parse_feedback
 from ..identity import Caller
+from ..readers import readers_rule
 from ..inert import inert_markup
 from ..logs import log_ask, log_rejected, new_request_id
 from ..service import AskResult, QueryError, SourceGate
@@ -772,20 +773,22 @@ def create_app(settings: Settings, gate: SourceGate | None = None, *, audit_look
     feedback_store: list[FeedbackStore] = []  # opened on the first feedback, closed with the app
     feedback_lock = threading.Lock()
 
-    def feedback_sync(request: FeedbackRequest, interface: str) -> dict[str, Any]:
+    def feedback_sync(request: FeedbackRequest, interface: str, caller: Caller | None = None) -> dict[str, Any]:
         with feedback_lock:
             if not feedback_store:
                 feedback_store.append(open_feedback(settings))
         g = holder.gate
+        # a passage id outside the answer is looked up among the documents the caller may read only
+        rule = readers_rule(caller, g.settings.documents_without_readers) if g is not None else None
         return record_feedback(request, feedback_store[0], holder.audit(), g.store if g is not None else None,
-                               interface=interface).to_json()
+                               interface=interface, readers=rule).to_json()
 
     async def give_feedback(request: FeedbackRequest, interface: str) -> dict[str, Any]:
         """One piece of feedback, checked against the answer's audit record and the library; it takes
         an answering slot like an audit lookup (it reads the log)."""
         await holder.get()  # the library, to check a passage id that was not among the answer's
         async with admission.slot():
-            row = await anyio.to_thread.run_sync(feedback_sync, request, interface)
+            row = await anyio.to_thread.run_sync(feedback_sync, request, interface, current_caller.get())
         log.info("feedback recorded", extra={"request_id": current_request_id.get(), "interface": interface,
                                              "audit_id": row["audit_id"], "verdict": row["verdict"]})
         return row
