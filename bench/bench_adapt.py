@@ -79,7 +79,7 @@ def run_source(results, current, sizes, draws):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("eval_dir", type=Path, help="folder of PART.json (`bench_real_train.py --eval-dir E` -> E/this)")
+    ap.add_argument("eval_dirs", type=Path, nargs="+", help="folders of PART.json (`bench_real_train.py --eval-dir E` -> E/this)")
     ap.add_argument("--sizes", default="25,50,100")
     ap.add_argument("--draws", type=int, default=3)
     ap.add_argument("--parts", default=None, help="comma-separated sources (default: every PART.json)")
@@ -87,7 +87,7 @@ def main() -> None:
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     current = Settings().thresholds()
-    files = sorted(a.eval_dir.glob("*.json"))
+    files = sorted(f for d in a.eval_dirs for f in d.glob("*.json"))
     if a.parts:
         keep = set(a.parts.split(","))
         files = [f for f in files if f.stem in keep]

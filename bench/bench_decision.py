@@ -31,7 +31,7 @@ from sourcegate.settings import Settings  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("eval_dir", type=Path)
+    ap.add_argument("eval_dirs", type=Path, nargs="+", help="folders of PART.json (`bench_real_train.py --eval-dir E` -> E/this)")
     ap.add_argument("--parts", default=None)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--fractions", default="",
@@ -39,7 +39,7 @@ def main() -> None:
                          "draw per share, e.g. 0.25,0.5,1), mean accuracy and unsafe share on the sources left out")
     a = ap.parse_args()
     current = Settings().thresholds()
-    files = sorted(a.eval_dir.glob("*.json"))
+    files = sorted(f for d in a.eval_dirs for f in d.glob("*.json"))
     if a.parts:
         keep = set(a.parts.split(","))
         files = [f for f in files if f.stem in keep]

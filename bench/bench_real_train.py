@@ -80,11 +80,13 @@ def questions_file(lib: Path, max_questions: int = 0) -> Path:
 
 
 def run_part(src: Path, part: str, label: str, weights: Path | None, eval_dir: Path | None = None,
-             max_questions: int = 0) -> dict:
+             max_questions: int = 0, judge_alone: bool = False) -> dict:
     lib = library(part)
     qfile = questions_file(lib, max_questions)
     home = Path(tempfile.mkdtemp(prefix=f"sg-train-{part}-"))
     env = dict(os.environ, SOURCEGATE_HOME=str(home))
+    if judge_alone:
+        env["ADAPTATION"] = "off"
     if weights is not None:
         env["SOURCEGATE_JUDGE_WEIGHTS"] = str(weights)
     t0 = time.time()
@@ -153,6 +155,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path, help="write every figure and failure here")
     ap.add_argument("--eval-dir", type=Path, help="keep each source's `sourcegate eval --json` output here (DIR/PART.json), "
                                                   "with every candidate's scores, for `--sweep`")
+    ap.add_argument("--judge-alone", action="store_true",
+                    help="ADAPTATION=off: the judge's own scores, without the shipped decision layer (what "
+                         "training/decision_layer.py and sourcegate adapt fit on)")
     ap.add_argument("--max-questions", type=int, default=0,
                     help="a seeded sample of at most this many questions per source (0: all; the sample is kept beside "
                          "the library and, with --eval-dir, beside the eval output as PART.questions.jsonl)")
@@ -176,11 +181,13 @@ def main(argv=None) -> int:
 
         with checkout(a.compare) as wt:
             results[a.compare] = [run_part(wt / "src", p, a.compare, None,
-                                           a.eval_dir / a.compare if a.eval_dir else None, a.max_questions)
+                                           a.eval_dir / a.compare if a.eval_dir else None, a.max_questions,
+                                           a.judge_alone)
                                   for p in parts]
     label = "this checkout" + (" (leave one source out)" if a.fold_weights else "")
     results[label] = [run_part(REPO / "src", p, label, (a.fold_weights / p) if a.fold_weights else None,
-                               a.eval_dir / "this" if a.eval_dir else None, a.max_questions) for p in parts]
+                               a.eval_dir / "this" if a.eval_dir else None, a.max_questions, a.judge_alone)
+                          for p in parts]
     for lab, rows in results.items():
         s = summary(rows)
         runs.append({"label": lab, "summary": s, "parts": rows})

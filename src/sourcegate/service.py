@@ -6,12 +6,14 @@ Abstention and premise conflict are normal results, never exceptions.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import re
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -303,7 +305,7 @@ class SourceGate:
             log.warning("adaptation not used: %s", e)
             return None, str(e)
         if ad is None:
-            return None, None
+            return self._shipped_adaptation(), None
         try:
             problem = library_problem(ad.library, {d.id for d in self.store.list_documents()})
         except Exception as e:  # the store is checked again when a question comes
@@ -312,6 +314,25 @@ class SourceGate:
             log.warning("adaptation %s not used: %s", ad.id, problem)
             return None, f"adaptation {ad.id} not used: {problem}"
         return ad, None
+
+    def _shipped_adaptation(self) -> "Adaptation | None":
+        """The decision layer shipped with the local judge's weights (`decision_layer.json`, fitted on
+        people's questions by `training/decision_layer.py`), for a library with no adaptation of its own;
+        None for another judge, whose scores it was not fitted on."""
+        from .adapt import AdaptError, Adaptation
+
+        if not self._judge_is_local():
+            return None
+        from .judges.local.model import WEIGHTS_DIR
+
+        path = Path(self.settings.judge_weights or WEIGHTS_DIR) / "decision_layer.json"
+        if not path.exists():
+            return None
+        try:
+            return Adaptation.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (AdaptError, ValueError, KeyError, TypeError) as e:
+            log.warning("the shipped decision layer %s is not used: %s", path, e)
+            return None
 
     def _adaptation_mark(self) -> float | None:
         """When the home's adaptation history last changed (None: no history)."""
