@@ -151,6 +151,7 @@ def test_service_answers_with_the_adaptation_in_force_names_it_and_undo_restores
     after = gate.ask(q)  # the running gate reads the new adaptation at its next question
     assert gate.adaptation is not None and gate.adaptation.id == ad.id
     assert after.status == "insufficient_evidence"
+    assert after.model.endswith("+" + ad.id) and not before.model.endswith(ad.id)  # REST, MCP and the page show it
     AdaptationStore(demo_home).undo()
     again = gate.ask(q)
     assert gate.adaptation is None and again.status == "answer_from_evidence"

@@ -451,6 +451,8 @@ class SourceGate:
         evidence = [self._passage_out(c, j) for c, j in ev]
         conflicts = [self._passage_out(c, j) for c, j in cf]
         model = runs[0].judgement.model
+        if any(r.judge_scores is not None for r in runs):  # the adaptation that answered, for every surface
+            model = f"{model}+{self.adaptation.id}"
         advice = guidance(status, degraded, [c.gate_reason or "" for c, _ in cf], [c.gate_reason or "" for c, _ in ev])
         if on_event is not None:
             on_event("gate", {"status": status.value, "guidance": advice, "degraded": degraded,

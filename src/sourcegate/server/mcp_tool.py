@@ -144,7 +144,7 @@ def output_schema(openapi: bool = False) -> dict[str, Any]:
                                        "for a question of one part). Tell the user these were not found; never "
                                        "answer them from memory."},
             "audit_id": {"type": "string", "description": "Id of the audit record of this answer."},
-            "model": {"type": "string", "description": "Judge model id."},
+            "model": {"type": "string", "description": "Judge model id; with `+ID` when the library's adaptation (sourcegate adapt) answered."},
             "degraded": {"type": "boolean"},
             "timings_ms": {"type": "object", "additionalProperties": {"type": "number"}},
             "writer": {
