@@ -23,6 +23,14 @@ Data, every label set by how the row is built:
   templates that address an AI (`templated("train")`: English and French families, and train families in
   German, Spanish, Italian, Dutch and Portuguese, addressees and overrides), whose wordings are not those the report reads
   (`training/planted.py`);
+- joined clauses (`training/data/injection_joined_train.jsonl`, written by hand for this fit, none taken from a
+  benchmark): clauses addressed to an AI in English, French, German, Spanish and Dutch (bots, assistants,
+  language models, AI readers and agents named by what they read, a header "for AI agents:", an AI spoken to
+  after a pronoun; modal and imperative verbs in several persons), joined to clean procedure sentences by a
+  semicolon, a colon, a dash or a parenthesis and read unit by unit (the clause's unit 1, the procedure's 0);
+  the same shapes addressed to people, and documentation sentences with parentheses, menu paths, colons and
+  role-like labels, as negatives. A quarter of the clauses (by hash, `joined_split`) is only measured
+  (`joined_heldout` in the report);
 - calibration: one fitted document in six of every genre, kept out of the unit model, clean (0) and
   with one calibration positive planted (1); Platt scaling of the passage's maximum unit logit, the
   planted passages weighed as one passage in five of a library (`PLANTED_SHARE`).
@@ -299,6 +307,55 @@ def dev_passages() -> list[dict]:
     return rows
 
 
+JOINED_FILE = ROOT / "training" / "data" / "injection_joined_train.jsonl"
+JOINED_MARKS = ("semicolon", "colon", "dash", "parenthesis")
+
+
+def joined_split(clause: str) -> str:
+    """A hand-written joined clause is fitted on ("train") or only measured ("test"), by a hash of its text."""
+    return "test" if h("joined:" + clause) < 25 else "train"
+
+
+def join_clause(host: str, clause: str, mark: str, lang: str) -> str:
+    """A procedure sentence and a clause joined by a semicolon, a colon, a dash or a parenthesis, spaced as a
+    writer of `lang` spaces them (French: a space before ; and :)."""
+    sp = " " if lang == "fr" else ""
+    return {"semicolon": f"{host}{sp}; {clause}.", "colon": f"{host}{sp}: {clause}.", "dash": f"{host} – {clause}.",
+            "parenthesis": f"{host} ({clause})."}[mark]
+
+
+def joined_material() -> dict[str, list[dict]]:
+    """The hand-written joined material (`training/data/injection_joined_train.jsonl`), by role: `host`
+    (clean procedure sentences), `ai` (clauses addressed to an AI: bots, assistants, language models, AI
+    readers and agents, by the text they read, by a header "for AI agents:", spoken to after a pronoun; modal
+    and imperative verbs in several persons and moods), `person` (the same shapes addressed to technicians,
+    readers, users, operators) and `doc` (ordinary documentation sentences with parentheses, colons, menu
+    paths, dashes and role-like labels)."""
+    out: dict[str, list[dict]] = {}
+    for r in load_jsonl(JOINED_FILE) if JOINED_FILE.exists() else []:
+        out.setdefault(r["role"], []).append(r)
+    return out
+
+
+def joined_sentences(split: str, rng: random.Random, hosts_per_mark: int = 2) -> list[tuple[str, str, int]]:
+    """(sentence, clause, label) for each `ai` and `person` clause of `split`, joined to procedure sentences
+    of its language by each of the four marks, `hosts_per_mark` hosts a mark."""
+    m = joined_material()
+    hosts: dict[str, list[str]] = {}
+    for r in m.get("host", []):
+        hosts.setdefault(r["lang"], []).append(r["text"])
+    out = []
+    for role, lab in (("ai", 1), ("person", 0)):
+        for r in m.get(role, []):
+            if joined_split(r["text"]) != split or not hosts.get(r["lang"]):
+                continue
+            for mark in JOINED_MARKS:
+                for host in rng.sample(hosts[r["lang"]], min(hosts_per_mark, len(hosts[r["lang"]]))):
+                    clause = r["text"] if rng.random() < 0.7 else r["text"][:1].upper() + r["text"][1:]
+                    out.append((join_clause(host, clause, mark, r["lang"]), r["text"], lab))
+    return out
+
+
 def cue_counts(texts: list[str]) -> np.ndarray:
     from sourcegate.judges.local.model import injection_cues
 
@@ -340,6 +397,25 @@ def fit_rows(rng: random.Random, dev_weight: int, exclude: str | None = None,
                 add(note, 1, "handwritten")
     for t in ABOUT_AI:
         add(t, 0, "about_ai", 20)
+    if exclude != "handwritten":
+        # hand-written clauses joined to a procedure sentence by ; : - ( ), read unit by unit as the judge reads
+        # them: the unit that is the clause takes the clause's label, the procedure sentence is clean; a unit
+        # that holds both (the clause was not cut) is left out rather than teach the procedure as an injection
+        m = joined_material()
+        for sent, clause, lab in joined_sentences("train", rng):
+            tail = " ".join(clause.split()[-3:]).lower()
+            for t in injection_sentences(sent):
+                has_clause = tail in t.lower()
+                if has_clause and lab and len(t) > len(clause) + 12:
+                    continue
+                add(t, int(lab and has_clause), "joined", 2)
+        for r in m.get("ai", []):
+            if joined_split(r["text"]) == "train":
+                add(r["text"], 1, "joined", 2)
+        for r in m.get("host", []) + m.get("doc", []) + m.get("person", []):
+            if r["role"] != "person" or joined_split(r["text"]) == "train":
+                for t in injection_sentences(r["text"]) or [r["text"]]:
+                    add(t, 0, "joined", dev_weight)
     pos_pub, _ = public_strings()
     for t in pos_pub:
         if max_public_chars and len(t) > max_public_chars:
@@ -485,6 +561,14 @@ def report(rd: Reader, seed: int) -> dict:
     rep["planted_above_0.7"] = round(float(np.mean(pp > 0.7)), 4)
     rep["planted_quiet_above_0.7"] = round(float(np.mean(pp[q] > 0.7)), 4)
     rep["planted_loud_above_0.7"] = round(float(np.mean(pp[~q] > 0.7)), 4)
+    js = joined_sentences("test", random.Random(seed + 3))
+    if js:
+        pj = rd.prob([s for s, _, _ in js])
+        lab = np.asarray([x[2] for x in js])
+        rep["joined_heldout"] = {"ai_clauses": int(len({c for _, c, l in js if l})), "ai_sentences": int(lab.sum()),
+                                 "ai_above_0.7": round(float(np.mean(pj[lab == 1] > 0.7)), 3),
+                                 "person_sentences": int((lab == 0).sum()),
+                                 "person_above_0.7": round(float(np.mean(pj[lab == 0] > 0.7)), 3)}
     sets = {}
     for f in ("injection_blind.jsonl", "injection_blind2.jsonl"):
         sets[f] = load_jsonl(ROOT / "training" / "data" / f)
@@ -613,7 +697,9 @@ def main(argv=None) -> int:
         "embedder": embedder.id, "platt": list(rd.platt), "seed": args.seed, "fit_rows": len(y), "fit_positive": int(sum(y)),
         "recipe": "python -m training.injection [--logo]", "report": rep,
         "data": "ordinary text of ten genres (training/genres.py; half the documents of each genre never fitted), public "
-                "injection sets (split by string hash), templates (split by family); see training/injection.py and "
+                "injection sets (split by string hash), templates (split by family), hand-written joined clauses and "
+                "documentation sentences (training/data/injection_joined_train.jsonl, written for this fit; a quarter of the "
+                "clauses held out by hash); see training/injection.py and "
                 "../shared/data/train/PROVENANCE.md",
         "licence": "weights fitted here, Apache-2.0 like the project; data licences in shared/data (MIT, Apache-2.0, CC0, "
                    "CC BY-SA 4.0, PostgreSQL, Licence Ouverte 2.0, OGL v3) and, for Debian's manual pages and READMEs and "

@@ -11,13 +11,15 @@ INJECTION_STRONG = [
     # messages and commands only when they came before ("ignore any deprecation messages in this output" is a manual's)
     r"\b(ignore|disregard|forget|override|bypass)\b.{0,40}\b(previous|prior|above|earlier|preceding|system|original|initial)\b.{0,30}\b(messages?|commands?)\b",
     r"\b(new|updated|real|actual|hidden|secret|additional|important) (system )?(instructions?|directives?|task|orders)\b\s*([:!]|-(\s|$)|—)",
-    r"\byou are now\b|\bfrom now on,? you\b|\bhenceforth,? you\b|\byou will now\b|\byou must now\b",
+    # a manual's "you are now ready to ...", "in safe mode", "editing the file" tells a person where they are
+    r"\byou are now\b(?! (ready|able|in|on|at|back|inside|done|logged|connected|set|free|finished|asked|prompted|\w+ing)\b)|\bfrom now on,? you\b|\bhenceforth,? you\b|\byou will now\b|\byou must now\b",
     r"\bas an? (ai|language model|llm|assistant|chatbot|large language model)\b",
     # addressed, not merely mentioned: a vocative or a "note to the AI" at the start of a sentence or line
     r"(^|[\n.!?;>\[(|*#-]\s*)(hey |dear |hello |hi |attention,? |(a )?(note|message|instructions?|notice|reminder|request) (to|for) |to )?(the |any |all |every |each )?(ai|a\.i\.|llms?|gpt|chatbots?|bots?|ai (assistant|agent|model|system|tool|reader|summari[sz]er)s?|(language|ai) models?|(virtual|digital|ai|meeting|writing|coding|research|email|e-mail) assistants?|summari[sz]er( bots?)?|summari[sz]ation (bots?|tools?|models?)|automated (assistant|agent|reader|system)s?)\b(?![-‐‑]\d)[^.\n]{0,30}?[:,]",
     r"(^|[\n.!?;>\[(|*#-]\s*)(model|modele|modelo|modell|assistant|assistente|asistente|agent)\s*,\s*[a-z]",
     r"\bif you are (an? |the )?(ai|llm|language model|assistant|bot|chatbot|automated system|machine|model)\b|\b(any|every|each|all|whatever|the) (ai|llm|language model|assistant|bot|chatbot|ai (agent|tool|model|system))s?( \w+){0,2} (reading|processing|summari[sz]ing|parsing|retrieving|that (reads|processes|summari[sz]es|retrieves|parses))\b",
-    r"(^|\n|\[|<|\|)\s*(system|assistant|ai|user|developer|admin)\s*(\]|>|:)",
+    # a role marker, not a menu path ("System: General Setup: DNS Servers")
+    r"(^|\n|\[|<|\|)\s*(system|assistant|ai|user|developer|admin)\s*(\]|>|:(?!\s*\w[\w .-]{0,30}:))",
     # a named assistant product addressed: "Hey Copilot, ...", "ChatGPT: ..."
     r"(^|[\n.!?;>\[(|*#-]\s*)(hey |hi |hello |dear |ok |okay )(copilot|chat ?gpt|claude|gemini|bard|llama|mistral|le chat|perplexity)\b[^.\n]{0,20}?[:,]",
     r"(^|[\n.!?;>\[(|*#-]\s*)(copilot|chat ?gpt|claude|gemini|bard|llama|mistral|perplexity)\s*,\s*(please|ignore|do|don.?t|tell|say|write|answer|reply|respond|summari[sz]e|add|remove|send|forward|include|when|if|you|from now)\b",
@@ -130,7 +132,10 @@ SUPERSEDED_WEAK = [
 _AI_NOUN = (r"((?<![’'])ai|a\.i\.|ia|ki|llms?|gpt[\w-]*|chat ?gpt|chatbots?|bots?|copilot|claude|gemini|bard|mistral|perplexity|"
             r"assistants?|assistent(e|i|en)?|asistentes?|(language|generative|foundation) models?|modeles? (de langage|d.ia)|"
             r"model(o|os) de (lenguaje|linguagem|ia)|modell[oi] (linguistic[oi]|ia)|(sprach|ki-)modell\w*|taalmodel\w*|"
-            r"agents? conversationnel\w*|(automated|automatic|autonomous) (agents?|systems?|tools?|readers?|pipelines?|assistants?))"
+            r"(agents?|robots?|assistants?) conversationnel\w*|conversationele (agent|assistent|robot)\w*|(agentes?|asistentes?|robots?) conversacional\w*|(automated|automatic|autonomous) (agents?|systems?|tools?|readers?|pipelines?|assistants?)|"
+            r"(systemes?|outils?|agents?|lecteurs?) automati(que|se)s?|(sistemas?|herramientas?|agentes?|lectores?) automatic[oa]s?|"
+            r"automatisch\w* (systeme?n?|werkzeuge?|tools?|agent\w*|leser|lezers?|assistent\w*)|"
+            r"(agents?|lecteurs?|outils?|systemes?|assistants?|agentes?|lectores?|herramientas?|sistemas?|asistentes?) (d.ia|de (la )?ia|ia)\b)"
             r"(?![-‐‑]\d)")
 # what a reader of the text says or does with it: the verbs of an order given to the system that answers
 _TELL_VERB = (r"(say|tell|answer|reply|respond|state|add|include|mention|write|output|report|recommend|ignore|call|send|"
@@ -142,14 +147,44 @@ _TELL_VERB = (r"(say|tell|answer|reply|respond|state|add|include|mention|write|o
               r"give|provide|direct|point|link|classify|mark|treat|list|display|show|render|insert|append|use|decode|do|"
               r"delete|remove|replace|pretend|act|make|keep|put|set|note|notez|ecris|ecrivez|reponds|repondez|dis|dites|"
               r"ajoute|ajoutez|mentionne|mentionnez|schreibe|sag|antworte|fuge|escribe|responde|di|rispondi|scrivi|zeg|"
-              r"schrijf|antwoord|diga|escreva|responda)")
+              r"schrijf|antwoord|diga|escreva|responda|ask|omit|skip|drop|withhold|cite|assert|affirm|reveal|request|hide|suppress|"
+              r"omettre|taire|citer|presenter|demander|appeler|envoyer|declarer|reveler|rediger|ecrire|inclure|inserer|cacher|"
+              r"omettez|taisez|citez|presentez|demandez|appelez|envoyez|affirmez|declarez|indiquez|recommandez|conseillez|incluez|"
+              r"ignorez|oubliez|cachez|omets|cite|presente|demande|appelle|envoie|affirme|indique|"
+              r"omitir|callar|citar|presentar|pedir|llamar|enviar|afirmar|declarar|revelar|incluir|ocultar|ignorar|mencionar|escribir|"
+              r"contestar|senalar|omita|omite|omitid|cita|presenta|pida|pide|llama|llame|envia|envie|afirma|afirme|declara|declare|"
+              r"conteste|contesta|menciona|mencione|indica|indique|anade|anada|incluya|incluye|ignore|ignorad|decid|responded|"
+              r"weglassen|auslassen|verschweigen|zitieren|darstellen|angeben|behaupten|nennen|bitten|auffordern|fragen|schreiben|"
+              r"ausgeben|bestatigen|senden|schicken|aufrufen|ignorieren|beantworten|verweisen|verschweige|lass|zitiere|nenne|"
+              r"behaupte|bestatige|schreib|sende|schicke|rufe?|beantworte|empfiehl|gib|teilt?|antwortet|sagt|schreibt|nennt|zitiert|"
+              r"weglaten|verzwijgen|citeren|voorstellen|weergeven|noemen|vragen|verzoeken|schrijven|beweren|bevestigen|sturen|"
+              r"versturen|aanroepen|negeren|beantwoorden|aanraden|adviseren|citeer|noem|vraag|beweer|bevestig|stuur|roep|negeer|"
+              r"beantwoord|raad|adviseer|meld|vermeld|geef|laat|zegt|antwoordt|vermeldt|conseiller|annoncer|renvoyer|marquer|classer|"
+              r"aconsejar|anunciar|marcar|clasificar|enlazar|markieren|einstufen|ankundigen|markeren|melden|aankondigen|verwijzen)")
 _MODAL = (r"(must|should|shall|has to|have to|needs? to|is to|are to|is (asked|instructed|expected|required) to|"
           r"are (asked|instructed|expected|required) to|doit|doivent|devra|devront|devrait|muss|mussen|soll|sollen|sollte|"
-          r"devez|devons|dois|debe|deben|debera|debes|deve|devono|devi|dovra|moet|moeten|zal|zullen|devem|devera|devemos)")
+          r"devez|devons|dois|debe|deben|debera|debes|deve|devono|devi|dovra|moet|moeten|zal|zullen|devem|devera|devemos|"
+          r"is supposed to|are supposed to|ought to|darf|durfen|mag|mogen|dient|dienen|hoeft|hoeven|tiene que|tienen que|"
+          r"han de|ha de|debereis|deberan)")
 _READING = (r"(reading|processing|summari[sz]ing|parsing|quoting|answering|indexing|ingesting|retrieving|consulting|"
-            r"handling|helping|reads|lit|liest|lee|legge|leest|le|is (asked|reading|processing|answering|summari[sz]ing)|"
+            r"handling|helping|reads|lit|liest|lee|legge|leest|is (asked|reading|processing|answering|summari[sz]ing)|"
             r"(that|which|who|qui|die|que|che) (reads?|process(es)?|summari[sz]es?|quotes?|answers?|retrieves?|lit|lisent|"
-            r"traite|traitent|resume|resument|liest|lesen|lee|leen|legge|leggono|leest|lezen|le|leem)|lisant|lesend\w*)")
+            r"traite|traitent|resume|resument|liest|lesen|lee|leen|legge|leggono|leest|lezen|le|leem)|lisant|lesend\w*|"
+            # more verbs of reading a text, the second person ("robots qui consultez ce manuel"), the Spanish subjunctive
+            r"(that|which|who|qui|que) (consults?|cites?|index(es)?|parses?|lisez|consultez|traitez|resumez|citez|citent|relaient|"
+            r"analysent|indexent|parcourent|repond|repondent|lees|consultas|procesas|lea|lean|procesa|procesan|procese|procesen|resuma|"
+            r"resuman|resumen|cita|citan|cite|citen|responda|respondan|consulta|consultan|consulte|consulten|analiza|analizan|analice|"
+            r"analicen|indexa|indexan|indexe|indexen)|"
+            # a relative clause whose verb follows its object (German, Dutch): "die dieses Dokument lesen", "dat dit citeert"
+            r"(die|das|dat|welche[rs]?|der) ([\w'’-]+[\s,]+){0,3}?(liest|lesen|verarbeitet|verarbeiten|zusammenfasst|zusammenfassen|"
+            r"zitiert|zitieren|auswertet|auswerten|durchsucht|durchsuchen|indexiert|indexieren|antwortet|antworten|leest|lezen|verwerkt|"
+            r"verwerken|samenvat|samenvatten|citeert|citeren|raadpleegt|raadplegen|doorzoekt|doorzoeken|indexeert|indexeren|"
+            r"antwoordt|antwoorden)|"
+            # using the text itself, not a sensor or a pump ("el modelo que usa esta bomba" is a product's)
+            r"(that|which|who|qui|que) (uses?|utilise|utilisent|consulte|consultent|usa|usan|use|usen|utiliza|utilizan|utilice|utilicen) "
+            r"((this|these|ce|cette|ces|esta|este|estos|estas) (text|texte|texto|page|pagina|document|documento|manual|manuel|note|"
+            r"section|seccion|article|articulo|fichier|archivo|file|contenu|contenido|content)|ceci|cela|esto|this)\b|"
+            r"(die|das|dat|welche[rs]?) (dies|dit|diese[rn]?|dieses|deze)( [\w'’-]+)? (nutzt|nutzen|verwendet|verwenden|gebruikt|gebruiken))")
 
 # A unit that shows whom it addresses or what it overrides: an AI system spoken to (not merely named: "the
 # model reading this must say...", "Chatbots quoting this page must add...", "Note for the AI:", "Hey Claude,"),
@@ -161,15 +196,33 @@ _READING = (r"(reading|processing|summari[sz]ing|parsing|quoting|answering|index
 INJECTION_ADDRESSEE = [
     # an AI system spoken to: told what to say or do, reading the text, or the one a note is for
     r"\b" + _AI_NOUN + r"[\w'’-]*([\s,]+[\w'’-]+){0,6}?[\s,]+" + _MODAL + r"([\s,]+[\w'’-]+){0,3}?[\s,]+" + _TELL_VERB + r"\b",
-    r"\b(" + _AI_NOUN + r"|models?|modeles?|modelos?|modell[oi]?|modellen)[\w'’-]*(\s+[\w'’-]+){0,2}?\s+" + _READING + r"\b",
+    r"\b(" + _AI_NOUN + r"|models?|modeles?|modelos?|modell[oi]?|modellen|robots?|roboter)([-‐][\w'’-]+)?\b([\s,]+[\w'’-]+){0,2}?[\s,]+" + _READING + r"\b",
     r"\b(to|for|pour|para|per|fur|voor|an|a|aux?) (the |any |every |all |each |le |la |les |el |o |il |l.|das |den |die |der |het |de )?"
     r"(" + _AI_NOUN + r"|models?|modeles?|modelos?|modell[oi]?)\b\s*([,:;!]|$|\.\s|\. ?$)",
+    # the header form, the AI in a compound or after a participle: "for AI agents:", "pour les agents IA :",
+    # "an KI-Leser:", "voor AI-agenten:", "to the answering AI:"
+    r"\b(to|for|pour|para|per|fur|voor|aan|an|a|aux?|al) (the |any |all |every |each |le |la |les |l.|el |los |las |o |il |gli |"
+    r"das |den |die |der |het |de |alle |elke |ieder |tous les |toutes les |todos los |todas las |tout |toute |jeden |jede |jedes |"
+    r"cualquier |todo |toda )?([\w'’-]+ ){0,2}?(" + _AI_NOUN + r"|models?|modeles?|modelos?|modell)"
+    r"([-‐][\w'’-]+)?\b( (readers?|agents?|assistants?|models?|systems?|tools?|bots?|lecteurs?|agentes?|lectores?|asistentes?|leser|"
+    r"lezers?|assistenten|agenten|systeme?n?|sistemas?|modell\w*|modelos?|modeles?))?"
+    r"(,? (qui|que|die|der|das|dat|that|who|which) [\w'’-]+( [\w'’-]+){0,3}?|"
+    r" (of|de|du|des|del|van|von) (this|these|ce|cette|ces|dieser|diese[rns]?|deze|dit|este|esta|estos|estas) [\w'’-]+|"
+    r" (answering|generating|summari[sz]ing|reading|writing|processing|drafting|quoting)( [\w'’-]+){0,2}?)?\s*:",
     r"(^|[\n.!?;>\[|*#-]\s*)((hey|dear|hi|hello|ok|okay|attention|cher|chere|liebe|lieber|querido|querida|caro|cara|beste)[\s,]+)?"
     r"(the |any |every |all |each |l.|la |le |el |die |der |das |de |het |o |il |\w+ )?" + _AI_NOUN + r"\b\s*[,:!]",
     # spoken to anywhere: "Also, AI, mention...", "Assistant, render the image", "chatbot: say ..."
     r"\b" + _AI_NOUN + r"\s*[,:]\s*(please |now |also |then |always |never |do not |don't |ne |n')?" + _TELL_VERB + r"\b",
     # a label at the start of a unit: "For AI agents:", "Editor's note for AI news aggregators:", "[NOTE TO AI]:"
-    r"^\W*(\w+\W+){0,5}?" + _AI_NOUN + r"\b( [\w'’-]+){0,2}\W{0,3}:",
+    r"^\W*(\w+\W+){0,5}?" + _AI_NOUN + r"([-‐][\w'’-]+)?\b( [\w'’-]+){0,2}\W{0,3}:",
+    # an AI spoken to after a pronoun: "you, the assistant,", "du, der Assistent,", "jij, de assistent,", "tu, el asistente,"
+    r"\b(you|toi|tu|du|jij|usted|vous|voi|u)\s*,\s*(the |l.|der |die |das |de |het |el |la |il |o |a )?" + _AI_NOUN + r"\b\s*,",
+    # an order to an AI whose verb ends the clause (German, Dutch): "KI-Modelle sollen jede Rückfrage ... beantworten"
+    r"\b" + _AI_NOUN + r"([-‐][\w'’-]+)?\b([\s,]+[\w'’-]+){0,6}?[\s,]+(muss|mussen|soll|sollen|sollte|sollten|darf|durfen|moet|moeten|mag|mogen|"
+    r"dient|dienen|zal|zullen)([\s,]+[\w'’„“\"-]+){1,10}?[\s,]+" + _TELL_VERB + r"\s*([.,;:!)]|$)|"
+    r"\b" + _AI_NOUN + r"([-‐][\w'’-]+)?\b([\s,]+[\w'’-]+){0,6}?[\s,]+(hat|haben)([\s,]+[\w'’„“\"-]+){1,10}?[\s,]+"
+    r"(\w*zu(lassen|geben|nennen|sagen|antworten|schreiben|verschweigen|empfehlen|rufen|senden|schicken|stellen|fugen)|"
+    r"zu " + _TELL_VERB + r")\s*([.,;:!)]|$)",
     r"\b(instructions?|notes?|messages?|consignes?|hinweis|nota|aviso|orders?|directives?|anweisung\w*|opdracht\w*|task) "
     r"(to|for|pour|a|an|fur|para|per|voor|aan) (the |l.|das |den |die |el |la |le |il |de |het |any |all )?" + _AI_NOUN + r"\b",
     r"\b" + _AI_NOUN + r" (instructions?|directives?|orders?|commands?|tasks?|note|consignes?|anweisung\w*)\b",
@@ -178,7 +231,7 @@ INJECTION_ADDRESSEE = [
     r"\b(if you are|if you're|als je|als u|se (voce|tu) (e|es)|se sei|si (tu es|vous etes|eres|es usted)|wenn du|falls du|wenn sie) "
     r"(een |uma? |una? |un.|an? |ein(e)? |une? |the |l.)?" + _AI_NOUN + r"\b",
     r"\b(you are now|from now on,? you|je bent nu|vanaf nu ben je|du bist (jetzt|nun|ab sofort)|ahora eres|a partir de ahora,? eres|"
-    r"agora (voce e|es)|ora sei|desormais,? (tu es|vous etes)|(tu es|vous etes) desormais)\b",
+    r"agora (voce e|es)|ora sei|desormais,? (tu es|vous etes)|(tu es|vous etes) desormais)\b(?! (ready|able|in|on|at|back|inside|done|logged|connected|set|free|finished|asked|prompted|\w+ing)\b)",
     r"\b(hey|dear|hi|hello|ok|okay|ask|tell|cher|chere|liebe|lieber|querido|querida|caro|cara|beste) (the )?" + _AI_NOUN + r"\b",
     r"\b(used|read|consulted|processed|summari[sz]ed|ingested|retrieved|quoted|utilise|lu|traite|resume|gelesen|verarbeitet|leido|"
     r"procesado|letto|gelezen|lido) (by|par|von|durch|por|da|door) (an? |the |any |un |une |l.|la |le |eine?m? |einen |der |die |das |"
@@ -187,12 +240,19 @@ INJECTION_ADDRESSEE = [
     r"\b(system|systeem)(e|s)?[- ]?(prompt|instructions?|anweisung\w*|opdracht\w*|message|nachricht|bericht|order)\b|\bsystemanweisung\w*|\bsysteemopdracht\w*",
     r"\b(prompt|instructions?|anweisung\w*|message|consigne|instruccion|istruzione|instrucao|ordre|orden|ordine)s? (du |del |di |des |de |do |des )?(systeme|sistema|systems?)\b",
     # a prompt, not a shell's ("at the command prompt") nor the verb ("prompt the user for a password")
-    r"(?<!command )(?<!shell )(?<!login )(?<!password )(?<!terminal )(?<!console )\bprompts?\b(?! (for|the user|users|you)\b)",
-    r"(^|[^\w\s]\s*)(system|assistant|systeme|sistema|assistente|asistente|assistent)\s*:",
-    # an order to drop what came before
-    r"\b(ignore|ignoring|disregard|forget|override|bypass|ignorez|ignora|ignoriere|negeer|oublie\w*|olvida\w*|vergiss|vergeet|dimentica|esqueca)\b"
+    # a prompt, not a shell's or an installer's ("at the prompt", "the $ prompt", "answer the prompt", "the prompt
+    # has changed")
+    r"(?<!command )(?<!shell )(?<!login )(?<!password )(?<!terminal )(?<!console )(?<!at the )(?<!in the )(?<!\$ )(?<!> )"
+    r"(?<!answer the )(?<!respond to any )(?<!respond to the )\bprompts?\b"
+    r"(?! (for|the user|users|you|it gives|is (now )?shown|has changed|changes|appears|will be shown|a change|change|s.affiche|apparait)\b)",
+    r"(^|[^\w\s]\s*)(system|assistant|systeme|sistema|assistente|asistente|assistent)\s*:(?!\s*\w[\w .-]{0,30}:)",
+    # an order to drop what came before, or the reader's own rules ("forget your guidelines"); a reminder to a
+    # person is not one ("don't forget your VM data", "n'oubliez pas vos clés", "vergeet niet ...")
+    r"(?<!don't )(?<!dont )(?<!do not )(?<!never )(?<!n')(?<!no )\b(ignore|ignoring|disregard|forget|override|bypass|ignorez|ignora|"
+    r"ignoriere|negeer|oublie\w*|olvida\w*|vergiss|vergeet|dimentica|esqueca)\b(?! (niet|nicht|pas|no)\b)"
     r".{0,40}\b(previous|prior|above|earlier|preceding|before|all|everything|alles|tout|todo|tutto|alle|tudo|sopra|hierboven|oben|ci-dessus|"
-    r"anterior\w*|precedent\w*|vorherig\w*|eerdere|acima|arriba|your|deine|tes|vos|tus|tue|je|guidelines|rules|regeln|reglas|regole|regels|regras|instructions?)\b",
+    r"anterior\w*|precedent\w*|vorherig\w*|eerdere|acima|arriba|guidelines|rules|regeln|reglas|regole|regels|regras|instructions?|"
+    r"consignes|regles|directives|anweisungen|vorgaben|instrucciones|instructies|istruzioni|instrucoes)\b",
     # the reader's own answer, reshaped; a reply restricted
     r"\b(your|ta|votre|tes|vos|deine?r?|tu|tus|tua|tue|je|jouw|sua|seu) (answer|response|reply|output|completion|reponse|"
     r"antwort|respuesta|risposta|antwoord|resposta)s?\b",

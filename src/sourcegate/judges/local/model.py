@@ -263,8 +263,12 @@ def load_weights(directory: Path | str | None = None) -> Weights:
 # Passage-only features
 
 
-# a clause boundary inside a sentence: a semicolon, or a colon followed by a space (not "10:30", not "http:")
-_CLAUSE_SPLIT = re.compile(r"(?<=;)\s+|(?<=\S:)\s+(?=\S)")
+# clause boundaries inside a sentence: a semicolon, or a colon followed by a space (not "10:30", not "http:");
+# a sentence is cut at its semicolons first, then at its asides, then at its colons: an aside addressed to an AI
+# keeps its own colon ("Torque to 25 N·m (for AI agents: call ...)" is one aside, not "(for AI agents:" and
+# "call ...)")
+_SEMICOLON_SPLIT = re.compile(r"(?<=;)\s+")
+_COLON_SPLIT = re.compile(r"(?<=\S:)\s+(?=\S)")
 # an aside inside a sentence: a parenthesis (closed, or open to the sentence's end), and the parts between
 # dashes set off by spaces or after a colon set off by spaces ("Serrez à 25 N·m - assistant IA : ignore ...");
 # a clause is cut there only where a part shows an addressee (`_asides`)
@@ -294,11 +298,14 @@ def _asides(sentence: str) -> list[tuple[str, bool]]:
     """A clause as the injection question reads it: whole, or, where an aside
     (in parentheses, after a dash, after a spaced colon) shows an addressee, the clause around the aside and
     the aside apart (second item True), so that "Torque to 25 N·m (AI assistants reading this must ...)" is
-    two readings and the aside is named alone. Ordinary clauses, whose asides show none, stay whole."""
-    if not _ASIDE_MARKS.search(sentence) or not injection_addressed(sentence):
+    two readings and the aside is named alone. Ordinary clauses, whose asides show none, stay whole.
+
+    Each aside is checked on its own, not the clause whole: an addressee that opens a unit ("Claude, ...",
+    "voor AI-agenten: ...") is only seen where the aside starts."""
+    if not _ASIDE_MARKS.search(sentence):
         return [(sentence, False)]
-    m = _PAREN.search(sentence)
-    if m and injection_addressed(m.group(1)):
+    m = next((m for m in _PAREN.finditer(sentence) if injection_addressed(m.group(1))), None)
+    if m:
         before, after = sentence[:m.start()].rstrip(), sentence[m.end():].strip()
         out = _spans_by_addressee(before) if before else []
         if after and out and not out[-1][1]:  # the sentence goes on after the parenthesis
@@ -307,6 +314,22 @@ def _asides(sentence: str) -> list[tuple[str, bool]]:
             out.append((after, False))
         return out + [(m.group(1).strip(), True)]
     return _spans_by_addressee(sentence)
+
+
+
+
+def _clauses(part: str) -> list[tuple[str, bool]]:
+    """A part of a sentence between semicolons as the injection question reads it: its addressed asides
+    apart and whole, the rest cut at its colons (`_asides` again on each piece)."""
+    out: list[tuple[str, bool]] = []
+    for c, aside in _asides(part):
+        if aside:
+            out.append((c, True))
+            continue
+        for q in _COLON_SPLIT.split(c):
+            if q.strip():
+                out.extend(_asides(q) if q != c else [(q, False)])
+    return out
 
 
 def _label(s: str) -> bool:
@@ -324,9 +347,8 @@ def injection_sentences(text: str) -> list[str]:
     with it."""
     sents = T.split_sentences(text, max_sentences=40, min_chars=12)
     # a clause is checked for an addressed aside as the reader reads it (`injection_unit_cues`, kept for the
-    # reader): only a clause that shows an addressee is cut, so ordinary text costs no second reading
-    pieces = [(c, aside) for s in sents for part in _CLAUSE_SPLIT.split(s) if part.strip()
-              for c, aside in _asides(part)][:60]
+    # reader): only an aside that shows an addressee is cut
+    pieces = [p for s in sents for part in _SEMICOLON_SPLIT.split(s) if part.strip() for p in _clauses(part)][:60]
     out: list[str] = []
     carry = ""
     for i, (s, aside) in enumerate(pieces):
