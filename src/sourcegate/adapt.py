@@ -400,8 +400,8 @@ def fit_adaptation(results, current: GateThresholds, documents: bool = True) -> 
                 [s.contains_answer_evidence for s in sc], [s.is_relevant for s in sc],
                 [s.contradicts_query_premise for s in sc])])[0]) if sc else None)
     t, ad.decision_min = search_thresholds(results, adapted, p, current)
-    ad.thresholds = {k: getattr(t, k) for k in ("superseded_max", "contradicts_min", "relevant_min", "evidence_min",
-                                                  "injection_max")}
+    ad.thresholds = {k: float(getattr(t, k)) for k in ("superseded_max", "contradicts_min", "relevant_min",
+                                                         "evidence_min", "injection_max")}
     return ad
 
 
@@ -433,7 +433,7 @@ def search_thresholds(results, adapted, p_answer, current: GateThresholds) -> tu
                     -abs(ev - current.evidence_min) - abs(con - current.contradicts_min) - t_q,)
                 if best_key is None or k > best_key:
                     best, best_key = (t, t_q), k
-    return best
+    return best[0], float(best[1])
 
 
 def _apply_all(results, ad: Adaptation, current: GateThresholds):
