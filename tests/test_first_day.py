@@ -51,7 +51,9 @@ def test_an_error_hides_the_decision_fold():
     assert 'id="technical"' in page
     funcs = [re.search(r"\nfunction " + name + r"\(.*?\n\}\n", page, re.S).group(0)
              for name in ("writing", "auditLink", "showError")]
-    script = ("const els = {};\n"
+    # the page's sign-in state: no session here (an error with a session that has ended reloads it)
+    funcs.append(re.search(r"\nfunction signedIn\(\)[^\n]*\n", page).group(0))
+    script = ("const els = {};\nlet session = null;\n"
               "const $ = id => (els[id] = els[id] || {hidden: false, textContent: '', className: '',"
               " classList: {toggle() {}}});\n" + "".join(funcs)
               + "$('technical').hidden = false;\nshowError('missing key');\n"
