@@ -7,7 +7,8 @@ For the outsider, no response field, audit record, log line, metrics label, filt
 message names a hidden document's id, title or any of its distinctive values; for the reader, every
 question is answered exactly as an unrestricted caller (a library without readers) is answered.
 Through the Python API on SQLite, PostgreSQL (where it runs) and the Azure AI Search store's fake of
-the wire contract; REST and the official MCP client with per-key groups (API_KEYS); the CLI.
+the wire contract; REST and the official MCP client with per-key groups (API_KEYS); the CLI. Signed-in
+people on the web page, REST and MCP with bearer tokens: tests/test_readers_surfaces.py.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ def test_the_hand_written_questions():
 
 
 # Questions in groups of about a dozen per test: every question on SQLite, every third on the other
-# stores (the same code above the store, a slower store).
+# stores here (slower stores); tests/test_readers_surfaces.py asks them the other two thirds.
 PER_TEST = 12
 GROUPS = [("sqlite", kind, part) for kind in KINDS
           for part in range(-(-sum(q["kind"] == kind for q in QUESTIONS) // PER_TEST))]
@@ -203,8 +204,15 @@ def group_id(group) -> str:
 
 @pytest.mark.parametrize("group", GROUPS, ids=group_id)
 def test_the_outsider_is_never_shown_a_hidden_document(gates, group):
-    gate = gates(group[0])
-    asked = chosen(*group)
+    outsider_is_never_shown_a_hidden_document(gates(group[0]), chosen(*group))
+
+
+@pytest.mark.parametrize("group", GROUPS, ids=group_id)
+def test_the_reader_is_answered_as_without_readers(gates, group):
+    reader_is_answered_as_without_readers(gates(group[0]), group[0], chosen(*group))
+
+
+def outsider_is_never_shown_a_hidden_document(gate: SourceGate, asked: list[tuple[int, dict]]) -> None:
     for n, item in asked:
         (shown, view, refusal) = ask(gate, item, OUTSIDER)
         assert not leaked(view, asked_text(item)), (item, leaked(view, asked_text(item)), view)
@@ -220,11 +228,9 @@ def test_the_outsider_is_never_shown_a_hidden_document(gates, group):
                               rec["query"].casefold())
 
 
-@pytest.mark.parametrize("group", GROUPS, ids=group_id)
-def test_the_reader_is_answered_as_without_readers(gates, group):
-    gate = gates(group[0])
-    for n, item in chosen(*group):
-        assert ask(gate, item, READER)[0] == baseline(gate, group[0], n, item), item
+def reader_is_answered_as_without_readers(gate: SourceGate, store: str, asked: list[tuple[int, dict]]) -> None:
+    for n, item in asked:
+        assert ask(gate, item, READER)[0] == baseline(gate, store, n, item), item
 
 
 def test_the_questions_reach_the_hidden_documents(gates):
