@@ -64,7 +64,7 @@ def test_migrations_are_named_and_processes_starting_together_agree(postgres_url
         t.join(timeout=60)
     assert not errors and len(stores) == 3
     assert stores[0].migrations() == ["0000_pgvector", "0001_documents_and_chunks", "0002_search_indexes",
-                                      "0003_document_metadata"]
+                                      "0003_document_metadata", "0004_readers"]
     for s in stores:
         s.close()
 
