@@ -2,10 +2,11 @@
 
 The reader is left alone. What is fitted is what sits between its readings and the decision:
 
-- **heads** that map each candidate's judge probabilities (evidence, relevance, contradiction) and
-  where it stands among the question's other candidates (how far below the best one it reads, whether
-  it is the best, how clearly the best stands out) to this library's evidence, contradiction and
-  relevance probabilities: small L2-regularised logistic regressions;
+- **heads** that map each candidate's judge probabilities (evidence, relevance, contradiction), where it
+  stands among the question's other candidates (how far below the best one it reads, whether it is the
+  best, how clearly the best stands out) and what the labels say of its document to this library's
+  evidence and contradiction probabilities: small L2-regularised logistic regressions (relevance is kept
+  as the judge reads it: the gate's relevance threshold only sets passages aside);
 - a **per-question decision**: whether any candidate answers at all, from every candidate's adapted
   readings together (the best and second-best evidence, the best relevance and contradiction); below
   its threshold no candidate is evidence, whatever its own score;
@@ -55,9 +56,7 @@ EPS = 1e-4
 
 EVI_NAMES = ("le", "lr", "lc", "le_gap_top", "le_is_top", "le_gap12", "lr_max", "doc_answered", "doc_not")
 CON_NAMES = ("lc", "lr", "le", "lc_gap_top", "lc_is_top", "doc_contradicted")
-REL_NAMES = ("lr", "le", "lr_gap_top", "lr_is_top")
 DECISION_NAMES = ("ae_max", "ae_second", "lr_max", "ac_max", "ae_top3")
-QUESTIONS = ("is_relevant", "contains_answer_evidence", "contradicts_query_premise")
 
 
 class AdaptError(ValueError):
@@ -191,8 +190,7 @@ class Adaptation:
         if not rows:
             return scores, None
         new = {}
-        for q, key in (("contains_answer_evidence", "evidence"), ("contradicts_query_premise", "contradiction"),
-                       ("is_relevant", "relevance")):
+        for q, key in (("contains_answer_evidence", "evidence"), ("contradicts_query_premise", "contradiction")):
             h = self.heads.get(key)
             new[q] = h.predict(rows) if h is not None else None
         out: list[PassageScores | None] = []
@@ -286,7 +284,7 @@ def _loo_prior(prior: dict[str, list[int]], r) -> dict[str, list[int]]:
 
 
 def _pair_rows(results, prior: dict[str, list[int]] | None = None) -> dict[str, tuple[list[dict], list[int]]]:
-    ev_rows, ev_y, con_rows, con_y, rel_rows, rel_y = [], [], [], [], [], []
+    ev_rows, ev_y, con_rows, con_y = [], [], [], []
     for r in results:
         exp, forb = set(r.case.expected_sources), set(r.case.forbidden_sources)
         answers = r.case.expected_status == "answer_from_evidence"
@@ -306,9 +304,7 @@ def _pair_rows(results, prior: dict[str, list[int]] | None = None) -> dict[str, 
             ev_y.append(int(answers and good))
             con_rows.append(f)
             con_y.append(int(conflict and good))
-            rel_rows.append(f)
-            rel_y.append(int(good))
-    return {"evidence": (ev_rows, ev_y), "contradiction": (con_rows, con_y), "relevance": (rel_rows, rel_y)}
+    return {"evidence": (ev_rows, ev_y), "contradiction": (con_rows, con_y)}
 
 
 def _adapt_results(results, ad: Adaptation, evidence_min: float, with_decision: bool = True):
@@ -373,8 +369,6 @@ def fit_adaptation(results, current: GateThresholds, documents: bool = True) -> 
     if not documents:
         names = {k: tuple(n for n in v if not n.startswith("doc_")) for k, v in names.items()}
     for key, (x, y) in rows.items():
-        if key not in names:
-            continue
         h = fit_head(x, y, names[key])
         if h is not None:
             heads[key] = h
@@ -417,8 +411,9 @@ def objective(s: dict[str, float], base: dict[str, float]) -> tuple:
 
 def search_thresholds(results, adapted, p_answer, current: GateThresholds) -> tuple[GateThresholds, float]:
     """The evidence and contradiction thresholds and the per-question decision threshold on the adapted
-    scores: the most accurate setting (sources checked) with at most `UNSAFE_SHARE` of the unsafe answers
-    the judge alone gives on these questions. Injection, superseded and relevance thresholds stay."""
+    scores, chosen by `objective` against the judge alone on these questions (coarse grids: a fit on a few
+    dozen questions must not follow each one); the nearest to the current setting on a tie. Injection,
+    superseded and relevance thresholds stay."""
     from .evaluation.tune import Replayer
 
     base = _score(results, current)
@@ -434,12 +429,6 @@ def search_thresholds(results, adapted, p_answer, current: GateThresholds) -> tu
                 if best_key is None or k > best_key:
                     best, best_key = (t, t_q), k
     return best[0], float(best[1])
-
-
-def _apply_all(results, ad: Adaptation, current: GateThresholds):
-    t = ad.gate_thresholds(current)
-    adapted, p = _adapt_results(results, ad, t.evidence_min)
-    return adapted, p, t
 
 
 def folds_of(results, k: int = FOLDS, seed: int = 0) -> list[int]:
