@@ -50,6 +50,7 @@ MIN_QUESTIONS = 20
 MIN_ANSWERABLE = 5
 MIN_NOT_ANSWERABLE = 5
 FOLDS = 5
+REPEATS = 3  # the held-out check is run with the documents dealt into folds this many ways; each must pass
 C_REG = 0.3  # inverse L2 strength of every head: few questions, strong pull towards the judge's own reading
 DECISION_GRID = tuple(round(x, 2) for x in np.arange(0.0, 0.91, 0.1))
 EPS = 1e-4
@@ -496,6 +497,12 @@ def adapt_results(results, current: GateThresholds, folds: int = FOLDS) -> tuple
     ok, why = accepted(cv)
     if not ok:
         return None, cv, why
+    # a few dozen questions make a noisy check: it must also hold when the documents are dealt into other folds
+    for seed in range(1, REPEATS):
+        again = cross_validate(results, current, folds, seed=seed)
+        ok, why = accepted(again)
+        if not ok:
+            return None, cv, f"{why} (with the documents dealt into other folds, seed {seed})"
     ad = fit_adaptation(results, current)
     ad.report = {"held_out": cv, "questions": len(results)}
     return ad, cv, ""
@@ -687,7 +694,8 @@ def adapt_cmd(ctx, file: Path | None, scores_path: Path | None, folds: int, dry_
     place among the question's others, and what the labels say of its document), the decision whether
     any candidate answers, and the thresholds are fitted, and checked on held-out folds by document.
     The adaptation is written into the home (HOME/adaptations) only when held out its unsafe answers do
-    not rise and its accuracy (sources checked) does not fall. The injection and superseded readings are
+    not rise and its accuracy (sources checked) does not fall, with the documents dealt into the folds
+    three ways. The injection and superseded readings are
     never changed and the injection threshold is never raised: text addressed to an AI and archived or
     superseded passages are set aside as before. Every answer's audit record names the adaptation it
     used; `sourcegate replay` replays what the gate read. `--undo` returns to the previous one;
