@@ -181,6 +181,9 @@ class _PartRun:
     # per-question probability that any candidate answers
     judge_scores: list | None = None
     p_answer: float | None = None
+    # what the gate read this part under: the adaptation (None: the judge alone) and the thresholds
+    adaptation: "Adaptation | None" = None
+    thresholds: GateThresholds | None = None
 
     @property
     def evidence(self) -> list[tuple[Candidate, PassageJudgement]]:
@@ -452,7 +455,7 @@ class SourceGate:
         conflicts = [self._passage_out(c, j) for c, j in cf]
         model = runs[0].judgement.model
         if any(r.judge_scores is not None for r in runs):  # the adaptation that answered, for every surface
-            model = f"{model}+{self.adaptation.id}"
+            model = f"{model}+{next(r.adaptation.id for r in runs if r.adaptation is not None)}"
         advice = guidance(status, degraded, [c.gate_reason or "" for c, _ in cf], [c.gate_reason or "" for c, _ in ev])
         if on_event is not None:
             on_event("gate", {"status": status.value, "guidance": advice, "degraded": degraded,
@@ -652,13 +655,14 @@ class SourceGate:
             c.tier = self.trust.tier(c.source_type)
             # the values the quoted sentence states, compared between evidence passages by the gate
             c.values = stated_values(query, (quoted(bq.text, c, 1) or [None])[0]) if j.scores is not None else []
-        thresholds = self.gate_thresholds
+        ad = self.adaptation  # read once: a running server may put another in force meanwhile
+        thresholds = ad.gate_thresholds(self.thresholds) if ad is not None else self.thresholds
         judge_scores, p_answer = None, None
-        if self.adaptation is not None and judgement.results:
+        if ad is not None and judgement.results:
             # the library's own heads and per-question decision (`sourcegate adapt`): the gate reads the
             # adapted scores; the judge's are kept for the audit record
             judge_scores = [j.scores for j in judgement.results]
-            adapted, p_answer = self.adaptation.apply(judge_scores, thresholds.evidence_min, [c.doc_id for c in candidates])
+            adapted, p_answer = ad.apply(judge_scores, thresholds.evidence_min, [c.doc_id for c in candidates])
             judgement = dataclasses.replace(judgement, results=[
                 dataclasses.replace(j, scores=a) for j, a in zip(judgement.results, adapted)])
         gated, status = apply_gate([(c.id, c.doc_id, j.scores) for c, j in zip(candidates, judgement.results)],
@@ -673,7 +677,8 @@ class SourceGate:
             c.gate_why = addressed_to_ai(c, g.reason, [x for x in candidates if x.doc_id == c.doc_id])
         t3 = time.perf_counter()
         return _PartRun(part, bq, candidates, judgement, final, status, limit, named, rtimes,
-                        t1 - t0, t2 - t1, t3 - t2, absent, judge_scores, p_answer)
+                        t1 - t0, t2 - t1, t3 - t2, absent, judge_scores, p_answer,
+                        ad if judge_scores is not None else None, thresholds)
 
     def _read_named_revision(self, candidates: list[Candidate], judgement: Judgement,
                              asked: list[str]) -> tuple[Judgement, list[bool]]:
@@ -736,9 +741,9 @@ class SourceGate:
             "judge": {"backend": self.settings.judge if self._judge is None else getattr(self._judge, "name", self.settings.judge),
                       "model": judgement.model,
                       "usage": judgement.usage if not multi else [r.judgement.usage for r in runs]},
-            "thresholds": self.gate_thresholds.as_dict(),
-            "adaptation": ({"id": self.adaptation.id, "p_answer": [r.p_answer for r in runs] if multi else runs[0].p_answer}
-                           if self.adaptation is not None else None),
+            "thresholds": (runs[0].thresholds or self.gate_thresholds).as_dict(),
+            "adaptation": ({"id": used.id, "p_answer": [r.p_answer for r in runs] if multi else runs[0].p_answer}
+                           if (used := next((r.adaptation for r in runs if r.adaptation is not None), None)) else None),
             "policy": {"conflict_outweighs": self.settings.gate_conflict_outweighs},
             "trust_tiers": self.trust.as_dict(),
             "retrieval": {
