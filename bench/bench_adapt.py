@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from sourcegate.adapt import AdaptError, _adapt_results, _demote, adapt_results, sample_questions  # noqa: E402
+from sourcegate.adapt import AdaptError, adapt_results, sample_questions, score_adapted  # noqa: E402
 from sourcegate.evaluation.cases import load_cases  # noqa: E402
 from sourcegate.evaluation.tune import Replayer, results_from_eval_json  # noqa: E402
 from sourcegate.settings import Settings  # noqa: E402
@@ -59,10 +59,7 @@ def run_source(results, current, sizes, draws):
             if ad is None:
                 after, refused = before, True
             else:
-                t = ad.gate_thresholds(current)
-                adapted, p = _adapt_results(rest, ad, t.evidence_min, with_decision=False)
-                after = Replayer(_demote(adapted, p, ad.decision_min, t.evidence_min)).score(t)
-                refused = False
+                after, refused = score_adapted(rest, ad, current), False
             per.append((before, after, refused))
         rows[n] = {
             "scored": len(results) - n,

@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_adapt import source_results  # noqa: E402
-from sourcegate.adapt import DECISION_GRID, _adapt_results, _demote, _sum_scores, fit_adaptation  # noqa: E402
+from sourcegate.adapt import (DECISION_GRID, _adapt_results, _demote, _sum_scores, fit_adaptation,  # noqa: E402
+                              score_adapted)
 from sourcegate.evaluation.tune import Replayer  # noqa: E402
 from sourcegate.settings import Settings  # noqa: E402
 
@@ -92,10 +93,7 @@ def main() -> None:
             for part, res in data.items():
                 train = [r for p, rs in data.items() if p != part for r in rs]
                 train = random.Random(f"share:{frac}:{part}").sample(train, max(1, int(len(train) * frac)))
-                ad = fit_adaptation(train, current, documents=False)
-                t = ad.gate_thresholds(current)
-                adapted, p = _adapt_results(res, ad, t.evidence_min, with_decision=False)
-                sc = Replayer(_demote(adapted, p, ad.decision_min, t.evidence_min)).score(t)
+                sc = score_adapted(res, fit_adaptation(train, current, documents=False), current)
                 accs.append(sc["accuracy"])
                 uns.append(sc["unsafe_rate"])
                 ns.append(len(train))

@@ -320,6 +320,13 @@ def _adapt_results(results, ad: Adaptation, evidence_min: float, with_decision: 
     return out, p
 
 
+def score_adapted(results, ad: Adaptation, current: GateThresholds) -> dict[str, float]:
+    """`results` answered as the service answers under `ad` (its heads, decision and thresholds), scored."""
+    t = ad.gate_thresholds(current)
+    adapted, _ = _adapt_results(results, ad, t.evidence_min)
+    return _score(adapted, t)
+
+
 def _score(results, t: GateThresholds) -> dict[str, float]:
     from .evaluation.tune import Replayer
 
