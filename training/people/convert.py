@@ -11,6 +11,7 @@ import html
 import os
 import re
 import subprocess
+import textwrap
 
 MIN_LEN = 300
 MAX_LEN = 1500
@@ -437,15 +438,100 @@ def html_cell_lines(cell):
     return out
 
 
+def _mdx_tag_end(text, i):
+    """End (index after '>') of the JSX tag opening at text[i] == '<', braces and quotes balanced."""
+    depth, q, j, n = 0, None, i + 1, len(text)
+    while j < n:
+        c = text[j]
+        if q:
+            if c == q:
+                q = None
+        elif c in "\"'`" and depth:
+            q = c
+        elif c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+        elif c == ">" and depth <= 0:
+            return j + 1
+        j += 1
+    return n
+
+
+def _mdx_faq(block):
+    """An exported FAQ object ({title: "...", content: `...`} entries) as '### title' and its text."""
+    out = []
+    for t, c in re.findall(r"title:\s*(\"(?:[^\"\\]|\\.)*\"|`[^`]*`|'(?:[^'\\]|\\.)*')\s*,\s*content:\s*"
+                           r"(`[^`]*`|\"(?:[^\"\\]|\\.)*\"|'(?:[^'\\]|\\.)*')", block, re.S):
+        out.append("### " + " ".join(t[1:-1].split()))
+        out.append(textwrap.dedent(c[1:-1].strip("\n")).replace('\\"', '"'))
+    return "\n\n".join(out)
+
+
+def mdx_to_md(text):
+    """Docusaurus MDX (Meshtastic docs): imports and exported JS dropped (an exported FAQ object kept as
+    headings and answers), JSX tags spread over several lines joined onto one so the tag is stripped
+    whole, button links dropped with their label, {/* comments */} dropped; fenced code left as it is."""
+    parts = re.split(r"(^[ \t]*```.*?^[ \t]*```[^\n]*$)", text, flags=re.S | re.M)
+    out = []
+    for k, seg in enumerate(parts):
+        if k % 2:
+            out.append(seg)
+            continue
+        seg = re.sub(r"^import\s+(?:[^;\n]*?|\{[^}]*\})\s+from\s+[\"'][^\"']+[\"'];?[ \t]*$", "", seg, flags=re.M)
+        seg = re.sub(r"\{/\*.*?\*/\}", "", seg, flags=re.S)
+        lines, kept, i = seg.split("\n"), [], 0
+        while i < len(lines):
+            if re.match(r"export\s", lines[i]):
+                j = i
+                if not re.search(r"[;}\)]\s*$", lines[i]) or re.search(r"[\{\(\[]\s*$", lines[i]):
+                    j = i + 1
+                    while j < len(lines) and not re.match(r"[\}\)\]]", lines[j]):
+                        j += 1
+                block = "\n".join(lines[i:j + 1])
+                if "title:" in block and "content:" in block:
+                    kept.append(_mdx_faq(block))
+                i = j + 1
+                continue
+            kept.append(lines[i])
+            i += 1
+        seg = "\n".join(kept)
+        res, i = [], 0
+        for m in re.finditer(r"<(/?)([A-Za-z][\w.]*)", seg):
+            if m.start() < i:
+                continue
+            end = _mdx_tag_end(seg, m.start())
+            tag = seg[m.start():end]
+            if not tag.endswith(">") or len(tag) > 3000:
+                continue                # a lone "<word" in the prose, no tag
+            res.append(seg[i:m.start()])
+            i = end
+            if not m.group(1) and m.group(2) == "Link" and "button" in tag and not tag.endswith("/>"):
+                close = seg.find("</Link>", end)
+                if close >= 0:
+                    i = close + len("</Link>")
+                continue
+            if "\n" in tag or "{" in tag:
+                res.append("")          # a JSX tag: gone, whatever it spans
+            else:
+                res.append(tag)         # a plain HTML tag on one line: the converter reads it (tables)
+        res.append(seg[i:])
+        out.append("".join(res))
+    return "".join(out)
+
+
 def convert_md(text):
     # Hugo pages whose front matter carries title and id (darktable's dtdocs) often open on a generic
     # heading ("module controls"): the front-matter title becomes the document's first heading
     fm = re.match(r"\A---\n(.*?)\n---\n", text, flags=re.S)
     hugo_title = None
-    if fm and all(re.search(rf"^{k}:", fm.group(1), re.M) for k in ("title", "id")):
+    # (and Hugo pages that carry title and linkTitle, as cht-docs: their first heading is a section's)
+    if fm and re.search(r"^title:", fm.group(1), re.M) and re.search(r"^(id|linkTitle):", fm.group(1), re.M):
         hugo_title = re.search(r"^title:\s*(.+?)\s*$", fm.group(1), re.M).group(1).strip("\"'")
     text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    if re.search(r"^import\s.+\sfrom\s+[\"']|^export\s+(const|function|default)\b", text, re.M):
+        text = mdx_to_md(text)
     # Nunjucks demo shortcodes (GC Design System: {% examplesPreview %}<gcds-button>Submit</gcds-button>{% endexamplesPreview %}):
     # their body is a rendered example whose label text would read as stray words in the prose
     text = re.sub(r"\{%-?\s*(\w*Preview|viewCode)\b.*?%\}.*?\{%-?\s*end\1\s*-?%\}", "", text, flags=re.S)
