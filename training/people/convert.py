@@ -404,6 +404,8 @@ def convert_rst(text):
 
 
 def md_inline(s):
+    s = re.sub(r"!\[[^\]]*\]\(<[^>]*>\)", "", s)           # images, <destination> (may hold parentheses)
+    s = re.sub(r"(?<!!)\[([^\]]*)\]\(<[^>]*>\)", r"\1", s)   # links, <destination>
     s = re.sub(r"!\[[^\]]*\]\([^)]*\)", "", s)            # images
     s = re.sub(r"\[!\[[^\]]*\]\([^)]*\)\]\([^)]*\)", "", s)  # badges
     s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", s)          # links
@@ -414,7 +416,9 @@ def md_inline(s):
     def keep(m):
         code.append(m.group(1))
         return f"\x02{len(code) - 1}\x03"
+    s = re.sub(r"\{\{\s*(urls|ids)\.[\w.\[\]'\"]+\s*\}\}", "", s)  # Eleventy site data, in code spans too
     s = re.sub(r"`([^`]*)`", keep, s)
+    s = re.sub(r"\{(?:[.#][\w-]+|(?:target|rel|title|class|id|style|width|height)=)(?:[^{}\n]|\{\{[^{}\n]*\}\})*\}", "", s)  # markdown-it-attrs {.fr-link target="_blank"}
     s = re.sub(r"<[^>]+>", "", s)
     s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
     s = re.sub(r"(?<!\w)__(.+?)__(?!\w)", r"\1", s)
@@ -520,6 +524,100 @@ def mdx_to_md(text):
     return "".join(out)
 
 
+def _js_strings(src):
+    """The string literals of a JS array/object literal, nested as the arrays that hold them:
+    '[["a", "b"], ["c"]]' -> [["a", "b"], ["c"]] (object keys and bare values are skipped)."""
+    stack, out, i, n = [], None, 0, len(src)
+    while i < n:
+        c = src[i]
+        if c in "\"'`":
+            j, buf = i + 1, []
+            while j < n and src[j] != c:
+                if src[j] == "\\" and j + 1 < n:
+                    j += 1
+                    buf.append({"n": "\n", "t": " "}.get(src[j], src[j]))
+                else:
+                    buf.append(src[j])
+                j += 1
+            if stack:
+                stack[-1].append("".join(buf))
+            i = j + 1
+            continue
+        if c == "[":
+            stack.append([])
+        elif c == "]" and stack:
+            done = stack.pop()
+            if stack:
+                stack[-1].append(done)
+            else:
+                out = done
+        i += 1
+    return out or []
+
+
+def _js_array_after(src, key):
+    """The text of the array literal that follows `key:` in src ('' if none)."""
+    m = re.search(r"\b" + key + r"\s*:\s*\[", src)
+    if not m:
+        return ""
+    depth, q, j = 0, None, m.end() - 1
+    while j < len(src):
+        c = src[j]
+        if q:
+            if c == "\\":
+                j += 1
+            elif c == q:
+                q = None
+        elif c in "\"'`":
+            q = c
+        elif c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+            if depth == 0:
+                return src[m.end() - 1:j + 1]
+        j += 1
+    return ""
+
+
+def _nunjucks_cell(cell):
+    c = re.sub(r"(?m)^\s*[*-]\s+", "<li>", cell.strip())
+    c = re.sub(r"\s+[*]\s+(?=\S)", "<li>", c) if c.startswith("<li>") else c
+    c = re.sub(r"\s+", " ", c)   # one line an item: <li>\n text\n</li>
+    return " ".join(html_cell_lines(c)).replace("|", "/")
+
+
+def nunjucks_components(text):
+    """Eleventy/Nunjucks component calls of the DSFR docs (cartes.gouv.fr): {{ component("table", {title,
+    headers: [...], data: [[...], ...]}) }} becomes a pipe table (its title a line before it; cells with
+    <ul>/<li> or "* " lists flattened); {% set x = [{title: "...", content: "..."}, ...] %} (accordion
+    items) becomes '### title' and its text; any other multi-line {{ component(...) }} or {% ... %} is
+    dropped (download buttons, swagger embeds, template logic)."""
+    def table(m):
+        body = m.group(0)
+        title = re.search(r"\btitle\s*:\s*\"([^\"]*)\"", body.split("headers")[0].split("data")[0])
+        rows = []
+        headers = _js_strings(_js_array_after(body, "headers"))
+        if headers and all(isinstance(h, str) for h in headers):
+            rows.append(headers)
+        rows += [r for r in _js_strings(_js_array_after(body, "data")) if isinstance(r, list)]
+        lines = ["| " + " | ".join(_nunjucks_cell(c) for c in r if isinstance(c, str)) + " |" for r in rows]
+        head = [title.group(1), ""] if title else []
+        return "\n\n" + "\n".join(head + lines) + "\n\n"
+
+    def items(m):
+        out = []
+        for t, c in re.findall(r"title\s*:\s*\"((?:[^\"\\]|\\.)*)\"\s*,\s*content\s*:\s*\"((?:[^\"\\]|\\.)*)\"", m.group(0), re.S):
+            out.append("### " + " ".join(t.split()))
+            out.extend(html_cell_lines(c))
+        return "\n\n" + "\n\n".join(out) + "\n\n"
+    text = re.sub(r"\{\{-?\s*component\(\s*[\"']table[\"'].*?\}\)\s*-?\}\}", table, text, flags=re.S)
+    text = re.sub(r"\{%-?\s*set\s+\w+\s*=\s*\[\s*\{.*?\]\s*-?%\}", items, text, flags=re.S)
+    text = re.sub(r"\{\{-?\s*component\(.*?\}\)\s*-?\}\}", "", text, flags=re.S)
+    text = re.sub(r"\{%-?[^%]*\n[^%]*-?%\}", "", text)
+    return text
+
+
 def convert_md(text):
     # Hugo pages whose front matter carries title and id (darktable's dtdocs) often open on a generic
     # heading ("module controls"): the front-matter title becomes the document's first heading
@@ -535,6 +633,8 @@ def convert_md(text):
     # Nunjucks demo shortcodes (GC Design System: {% examplesPreview %}<gcds-button>Submit</gcds-button>{% endexamplesPreview %}):
     # their body is a rendered example whose label text would read as stray words in the prose
     text = re.sub(r"\{%-?\s*(\w*Preview|viewCode)\b.*?%\}.*?\{%-?\s*end\1\s*-?%\}", "", text, flags=re.S)
+    if re.search(r"\{\{-?\s*component\(|\{%-?\s*(set|from)\b", text):
+        text = nunjucks_components(text)
     lines = text.split("\n")
     blocks = [("h", hugo_title)] if hugo_title else []
     para = []
@@ -565,6 +665,7 @@ def convert_md(text):
                 body.append(lines[j])
                 j += 1
             code = "\n".join(body).strip("\n")
+            code = re.sub(r"\{\{\s*(urls|ids)\.[\w.\[\]'\"]+\s*\}\}", "", code)  # Eleventy site data (cartes.gouv.fr: {{ urls.api_entrepot }})
             if code.strip():
                 blocks.append(("v", code))
             i = j + 1
@@ -584,7 +685,15 @@ def convert_md(text):
             continue
         if st.startswith(":::"):
             flush()
-            rest = re.sub(r"^:::\s*\w*\s*", "", st)
+            rest = re.sub(r"^:{3,}\s*\w*\s*", "", st)   # ::::info opens an admonition that nests another
+            if rest:
+                blocks.append(("p", squash(md_inline(rest))))
+            i += 1
+            continue
+        if re.match(r"^\?{3,}(\s|$)", st) and not re.match(r"^\?\?\?\+?\s*[a-z][\w-]*\s*(\"|$)", st):
+            # markdown-it "???"/"????" collapsibles (cartes.gouv.fr): a bare marker closes one, a free-text title is kept whole
+            flush()
+            rest = re.sub(r"^\?{3,}\s*", "", st)
             if rest:
                 blocks.append(("p", squash(md_inline(rest))))
             i += 1
