@@ -427,7 +427,8 @@ def md_inline(s):
     s = re.sub(r"\{\{.*?\}\}|\{%.*?%\}|<%.*?%>", "", s)
     s = re.sub(r"\\([\\`*_{}\[\]()#+\-.!|<>~])", r"\1", s)
     s = re.sub(r"\x02(\d+)\x03", lambda m: code[int(m.group(1))], s)
-    return html.unescape(s)
+    # only entities closed by ";": html.unescape alone turns the query string "?a=1&divider=10" into "?a=1÷r=10"
+    return re.sub(r"&(?:#[0-9]+|#[xX][0-9a-fA-F]+|[A-Za-z][A-Za-z0-9]*);", lambda m: html.unescape(m.group(0)), s)
 
 
 def html_cell_lines(cell):
