@@ -14,8 +14,7 @@ from .normalize import fold
 from . import text as T
 from .text import is_heading
 from .location import deep_link, location_label
-from .retrieve import lexical_overlap, query_terms
-from .stated import numbers as stated_numbers
+from .text import lexical_overlap, query_terms, stated_numbers
 
 
 @dataclass

@@ -22,7 +22,7 @@ from .embed import Embedder
 from .models import Candidate
 from .normalize import fold
 from .store import ReadersRule, SearchFilters, Store
-from .store.sqlite import _STOP, _TOKEN
+from .text import lexical_overlap, query_terms  # noqa: F401 (part of this module's interface)
 
 
 @dataclass(frozen=True)
@@ -44,30 +44,6 @@ class RetrievalSettings:
                    lexical_weight=s.retrieve_lexical_weight, bm25_weight=s.retrieve_bm25_weight,
                    candidates=s.gate_candidates, include_archived=s.retrieve_include_archived,
                    named_versions=s.retrieve_named_versions)
-
-
-def query_terms(text: str) -> list[str]:
-    """Meaningful terms of a query: identifiers kept whole ("p-200"), stop words dropped."""
-    out = []
-    for tok in _TOKEN.findall(fold(text)):
-        if any(ch.isdigit() for ch in tok) and re.search(r"[-/.]", tok):
-            out.append(tok)
-        else:
-            out.extend(p for p in re.split(r"[-/.]", tok) if p and p not in _STOP and len(p) > 1)
-    return list(dict.fromkeys(out))
-
-
-def lexical_overlap(terms: list[str], text: str) -> float:
-    """Share of query terms found in the text (prefix match, so "grease" finds "greasing")."""
-    if not terms:
-        return 0.0
-    folded = fold(text)
-    words = set(_TOKEN.findall(folded))
-    hits = 0
-    for t in terms:
-        if t in words or (len(t) >= 5 and re.search(r"\b" + re.escape(t[: max(4, len(t) - 2)]), folded)):
-            hits += 1
-    return hits / len(terms)
 
 
 def fuse(dense: dict[str, float], overlap: dict[str, float], lexical: dict[str, float],

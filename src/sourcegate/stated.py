@@ -8,53 +8,11 @@ from __future__ import annotations
 import re
 
 from . import text as T
+from .text import stated_numbers as numbers  # noqa: F401 (part of this module's interface)
 from .normalize import fold
 
-# "25.000 rpm", "1.000.000": a dot between groups of three is a thousands separator in French and
-# German text (and in any text when there are two groups); in English "2.500 mm" stays 2.5.
-_DOTTED = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})+)(?![\d.,]*\d)")
 _AFFIRM = re.compile(r"\b(can|may|is allowed|are allowed|allowed|is permitted|permitted|is safe|safe to|rated for|"
                      r"supports?|peut|peuvent|autorise|autorisee|permis|possible)\b")
-
-
-def _undot(text: str, english: bool) -> str:
-    def sub(m: re.Match) -> str:
-        groups = m.group(1).count(".")
-        return m.group(1).replace(".", "") if groups > 1 or not english else m.group(1)
-
-    return _DOTTED.sub(sub, text)
-
-
-def numbers(sentence: str) -> list[str]:
-    """The numbers of a sentence that have a unit, as "VALUE UNIT" (years and bare counts left out)."""
-    english = T.language(sentence) == "en"
-    text = re.sub(r"\btr\s?/\s?min\b", "rpm", _undot(sentence, english), flags=re.I)
-    out = []
-    bare = set()
-    for value, unit, _ in T.quantities(text):
-        if unit and unit != "year":
-            v = f"{value:.6g}"
-            if f"{v} {unit}" not in out:
-                out.append(f"{v} {unit}")
-        elif not unit:
-            bare.add(value)
-    # a count of something ("every 250 runs", "after 10,000 cycles"): the thing counted is the unit
-    for m in _COUNT.finditer(fold(text)):
-        noun = m.group("noun")
-        value = _number(m.group("num"))
-        if value in bare and noun not in T.STOP and noun not in _NOT_COUNTED:
-            item = f"{value:.6g} {noun[:-1] if noun.endswith('s') and len(noun) > 3 else noun}"
-            if item not in out:
-                out.append(item)
-    return out
-
-
-_COUNT = re.compile(r"(?<![\w.,\-])(?P<num>\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+|\d+)(?![.,]\d)\s+(?P<noun>[a-z]{3,})\b")
-_NOT_COUNTED = {"and", "or", "to", "of", "the", "for", "with", "then", "et", "ou", "pour", "avec"}
-
-
-def _number(s: str) -> float:
-    return float(re.sub(r"[,\u202f\u00a0 ]", "", s))
 
 
 def polarity(query: str, sentence: str) -> str | None:

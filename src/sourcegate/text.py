@@ -1,6 +1,8 @@
-"""Text analysis shared by the judge, the gate, the planner and the answer writer: sentences, tokens,
-light stemming, numbers with units, identifiers, question types and polarity, language. Pure Python, no
-model, multilingual where it is cheap (EN, FR, DE, ES, IT for the common words)."""
+"""Text analysis shared by retrieval, the judge, the gate, the planner and the answer writer: sentences,
+tokens, light stemming, a query's terms and their overlap with a passage, numbers with units and the
+values a sentence states, identifiers, question types and polarity, language. Pure Python, no model,
+multilingual where it is cheap (EN, FR, DE, ES, IT for the common words). Nothing here imports another
+module of the package but `normalize`."""
 
 from __future__ import annotations
 
@@ -429,3 +431,87 @@ def is_heading(s: str, title: str = "") -> bool:
     if _LIST_MARK.match(t) or (":" in body and re.search(r"\d", body)):
         return False
     return len(t) < 90 and len(t.split()) < 10 and not re.search(r"[.!?;]\s*[\"')\]]?$", t)
+
+
+# --------------------------------------------------------------------------------------------
+# Query terms and lexical overlap (retrieval's rerank, the answer writer, the lexical index)
+
+QUERY_STOP = set(
+    """a an the of to in on for and or is are be do does i my we our it this that with at by from how what
+    when which who whom why where can should must need much many often there their them as was were will
+    le la les un une des du de d l et ou est sont en au aux pour par sur avec dans que qui quoi quel quelle
+    quels quelles comment combien faut il elle on ne pas se sa son ses ce cette ces y""".split()
+)
+WORD_TOKEN = re.compile(r"[\w]+(?:[-/.][\w]+)*", re.UNICODE)
+
+
+def query_terms(text: str) -> list[str]:
+    """Meaningful terms of a query: identifiers kept whole ("p-200"), stop words dropped."""
+    out = []
+    for tok in WORD_TOKEN.findall(fold(text)):
+        if any(ch.isdigit() for ch in tok) and re.search(r"[-/.]", tok):
+            out.append(tok)
+        else:
+            out.extend(p for p in re.split(r"[-/.]", tok) if p and p not in QUERY_STOP and len(p) > 1)
+    return list(dict.fromkeys(out))
+
+
+def lexical_overlap(terms: list[str], text: str) -> float:
+    """Share of query terms found in the text (prefix match, so "grease" finds "greasing")."""
+    if not terms:
+        return 0.0
+    folded = fold(text)
+    words = set(WORD_TOKEN.findall(folded))
+    hits = 0
+    for t in terms:
+        if t in words or (len(t) >= 5 and re.search(r"\b" + re.escape(t[: max(4, len(t) - 2)]), folded)):
+            hits += 1
+    return hits / len(terms)
+
+
+# --------------------------------------------------------------------------------------------
+# The values a sentence states: numbers with their unit, and counts of things
+
+# "25.000 rpm", "1.000.000": a dot between groups of three is a thousands separator in French and
+# German text (and in any text when there are two groups); in English "2.500 mm" stays 2.5.
+_DOTTED = re.compile(r"(?<![\d.,])(\d{1,3}(?:\.\d{3})+)(?![\d.,]*\d)")
+
+
+def _undot(text: str, english: bool) -> str:
+    def sub(m: re.Match) -> str:
+        groups = m.group(1).count(".")
+        return m.group(1).replace(".", "") if groups > 1 or not english else m.group(1)
+
+    return _DOTTED.sub(sub, text)
+
+
+def stated_numbers(sentence: str) -> list[str]:
+    """The numbers of a sentence that have a unit, as "VALUE UNIT" (years and bare counts left out)."""
+    english = language(sentence) == "en"
+    text = re.sub(r"\btr\s?/\s?min\b", "rpm", _undot(sentence, english), flags=re.I)
+    out = []
+    bare = set()
+    for value, unit, _ in quantities(text):
+        if unit and unit != "year":
+            v = f"{value:.6g}"
+            if f"{v} {unit}" not in out:
+                out.append(f"{v} {unit}")
+        elif not unit:
+            bare.add(value)
+    # a count of something ("every 250 runs", "after 10,000 cycles"): the thing counted is the unit
+    for m in _COUNT.finditer(fold(text)):
+        noun = m.group("noun")
+        value = _number(m.group("num"))
+        if value in bare and noun not in STOP and noun not in _NOT_COUNTED:
+            item = f"{value:.6g} {noun[:-1] if noun.endswith('s') and len(noun) > 3 else noun}"
+            if item not in out:
+                out.append(item)
+    return out
+
+
+_COUNT = re.compile(r"(?<![\w.,\-])(?P<num>\d{1,3}(?:[,\u202f\u00a0 ]\d{3})+|\d+)(?![.,]\d)\s+(?P<noun>[a-z]{3,})\b")
+_NOT_COUNTED = {"and", "or", "to", "of", "the", "for", "with", "then", "et", "ou", "pour", "avec"}
+
+
+def _number(s: str) -> float:
+    return float(re.sub(r"[,\u202f\u00a0 ]", "", s))

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..models import Candidate, Chunk, Document
 from ..normalize import fold
+from ..text import QUERY_STOP as _STOP, WORD_TOKEN as _TOKEN
 from .base import (DocumentRecord, EmbedderMismatch, ExportedDocument, ReadersRule, ReembedRow, SearchFilters,
                    StoreStats, checked_upsert, reembed_text, text_digest)
 
@@ -60,13 +61,6 @@ def _connect(path: str, prefer: str = "auto"):
     return conn, "numpy"
 
 
-_STOP = set(
-    """a an the of to in on for and or is are be do does i my we our it this that with at by from how what
-    when which who whom why where can should must need much many often there their them as was were will
-    le la les un une des du de d l et ou est sont en au aux pour par sur avec dans que qui quoi quel quelle
-    quels quelles comment combien faut il elle on ne pas se sa son ses ce cette ces y""".split()
-)
-_TOKEN = re.compile(r"[\w]+(?:[-/.][\w]+)*", re.UNICODE)
 
 
 def fts_query(text: str) -> str | None:
