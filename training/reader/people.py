@@ -287,9 +287,10 @@ def main(argv=None) -> int:
         from .data import merge_sets
 
         out = {f"people_{s}": units for s, units in sets.items()}
+        fit = sets["fit"]
+        order = random.Random("shares").sample(range(len(fit)), len(fit))  # nested: a quarter lies inside the half
         for share in (float(x) for x in a.shares.split(",") if x):
-            fit = sets["fit"]
-            keep = random.Random(f"share:{share}").sample(range(len(fit)), max(1, int(len(fit) * share)))
+            keep = order[:max(1, int(len(fit) * share))]
             out[f"people_fit_s{int(share * 100)}"] = [fit[i] for i in sorted(keep)]
             print(f"people_fit_s{int(share * 100)}: {len(keep)} questions, {sum(len(fit[i]) for i in keep)} examples")
         merge_sets(a.out, out, enc)
