@@ -627,7 +627,7 @@ def convert_md(text):
     # (and Hugo pages that carry title and linkTitle, as cht-docs: their first heading is a section's)
     if fm and re.search(r"^title:", fm.group(1), re.M) and re.search(r"^(id|linkTitle):", fm.group(1), re.M):
         hugo_title = re.search(r"^title:\s*(.+?)\s*$", fm.group(1), re.M).group(1).strip("\"'")
-    text = re.sub(r"\A---\n.*?\n---\n", "", text, flags=re.S)
+    text = re.sub(r"\A---\n.*?\n---(\n|\Z)", "", text, flags=re.S)   # (a page of front matter only may end on ---)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
     if re.search(r"^import\s.+\sfrom\s+[\"']|^export\s+(const|function|default)\b", text, re.M):
         text = mdx_to_md(text)
