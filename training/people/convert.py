@@ -619,6 +619,54 @@ def nunjucks_components(text):
     return text
 
 
+_DSFR_DIRECTIVE = re.compile(r"^\s*(:{2,})([A-Za-z][\w-]*)(?:\[((?:[^\[\]]|\[[^\]]*\](?:\([^)]*\))?)*)\])?(\{.*\})?\s*$")
+
+
+def dsfr_directives(text):
+    """Markdown directives of the DSFR documentation (GouvernementFR/dsfr `_part/doc`): storybook embeds,
+    tab navigation blocks and layout containers dropped; ::dsfr-doc-pin[label]{required add} anatomy pins
+    as '- label add — élément obligatoire|optionnel'; :::dsfr-doc-guideline[✅ À faire] labels as the
+    'À faire : ' prefix of the guideline's text; :::fr-table[caption] and :::fr-accordion[title] as a line
+    of their label; GitHub alert markers (> [!NOTE]) dropped."""
+    out, prefix, skip = [], None, False
+    for line in text.split("\n"):
+        st = line.strip()
+        if skip:
+            if re.fullmatch(r":{3,}", st):
+                skip = False
+            continue
+        m = _DSFR_DIRECTIVE.match(line)
+        if m:
+            name, label, attrs = m.group(2), (m.group(3) or "").strip(), m.group(4) or ""
+            if name == "dsfr-doc-tab-navigation":
+                skip = True
+            elif name == "dsfr-doc-pin" and label:
+                add = re.search(r"add=(['\"])(.*?)\1", attrs)
+                req = "obligatoire" if re.search(r"required=true", attrs) else "optionnel"
+                out += ["", "- " + label + (" " + add.group(2) if add else "") + " — élément " + req]
+            elif name == "dsfr-doc-guideline" and label:
+                prefix = re.sub(r"^[^\w]+", "", label).strip() + " : "
+                out.append("")
+            elif name == "dsfr-doc-anatomy":
+                out += ["", "Anatomie du composant :", ""]
+            elif name in ("fr-table", "fr-accordion") and label:
+                out += ["", md_inline(label).strip(" #") + " :", ""]
+            else:
+                out.append("")
+            continue
+        if re.fullmatch(r":{3,}(-{3})?", st) or re.fullmatch(r">\s*\[!(NOTE|TIP|IMPORTANT|WARNING|CAUTION)\]", st):
+            out.append(">" if st.startswith(">") else "")
+            continue
+        if prefix and st and not st.startswith("!["):
+            if re.match(r"([*+-]|\d+[.)])\s", st) or st.startswith(("|", "```", "<")):
+                out += [prefix.rstrip(), ""]
+            else:
+                line = prefix + st
+            prefix = None
+        out.append(line)
+    return "\n".join(out)
+
+
 def convert_md(text):
     # Hugo pages whose front matter carries title and id (darktable's dtdocs) often open on a generic
     # heading ("module controls"): the front-matter title becomes the document's first heading
@@ -629,6 +677,8 @@ def convert_md(text):
         hugo_title = re.search(r"^title:\s*(.+?)\s*$", fm.group(1), re.M).group(1).strip("\"'")
     text = re.sub(r"\A---\n.*?\n---(\n|\Z)", "", text, flags=re.S)   # (a page of front matter only may end on ---)
     text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    # Jekyll alert includes (Valetudo: {% include alert.html type="warning" content="text and a table" %}): their content is kept
+    text = re.sub(r"\{%-?\s*include\s+[\w./-]+\s+(?:\w+=\"[^\"]*\"\s+)*content=\"(.*?)\"\s*(?:\w+=\"[^\"]*\"\s*)*-?%\}", r"\1", text, flags=re.S)
     if re.search(r"^import\s.+\sfrom\s+[\"']|^export\s+(const|function|default)\b", text, re.M):
         text = mdx_to_md(text)
     # Nunjucks demo shortcodes (GC Design System: {% examplesPreview %}<gcds-button>Submit</gcds-button>{% endexamplesPreview %}):
@@ -636,6 +686,8 @@ def convert_md(text):
     text = re.sub(r"\{%-?\s*(\w*Preview|viewCode)\b.*?%\}.*?\{%-?\s*end\1\s*-?%\}", "", text, flags=re.S)
     if re.search(r"\{\{-?\s*component\(|\{%-?\s*(set|from)\b", text):
         text = nunjucks_components(text)
+    if re.search(r"^\s*:{2,}(dsfr-doc-|fr-(table|accordion)\b)", text, re.M):
+        text = dsfr_directives(text)
     lines = text.split("\n")
     blocks = [("h", hugo_title)] if hugo_title else []
     para = []
@@ -735,7 +787,7 @@ def convert_md(text):
             flush()
             while i < n and lines[i].strip().startswith("|"):
                 row = lines[i].strip().strip("|")
-                if not re.fullmatch(r"[\s:|-]*", row):
+                if not re.fullmatch(r"[\s:|+-]*", row):   # (|------+--------| rules of kramdown tables too)
                     cells = [c for c in row.split("|")]
                     parts = [" ".join(html_cell_lines(c)) for c in cells]
                     s = " | ".join(p for p in parts if p)
