@@ -18,7 +18,10 @@ A source file (`sources/KEY.json`):
      "versions": [{"label": "...", "commit": "40 hex", "status": "current" | "archived",
                    "only": ["glob", ...] | null}],
      "include": ["glob", ...], "exclude": ["glob", ...],
-     "doc_alias": {"path in an old version": "path of the same document today"}}   (optional)
+     "doc_alias": {"path in an old version": "path of the same document today"},   (optional)
+     "inline_headings": ["Comments", ...],   (optional: headings repeated under every item of a list page,
+                                              kept as text so that an item's passage keeps its own name)
+     "max_passages_per_doc": N}   (optional: a source of few, long documents; default convert.MAX_PASSAGES_PER_DOC)
 """
 import argparse
 import fnmatch
@@ -63,6 +66,9 @@ def build_source(cfg: dict, snapshots: str, alias: dict | None = None) -> list[d
             doc_path = (cfg.get("doc_alias") or {}).get(path, path)
             raw = convert.read_file(gitdir, commit, path)
             blocks = convert.CONVERTERS[fmt](raw)
+            inline = set(cfg.get("inline_headings") or [])
+            if inline:  # sub-headings that repeat under every item ("Comments", "Details"): kept as text, not new sections
+                blocks = [("p", t) if k == "h" and t in inline else (k, t) for k, t in blocks]
             doc_title = next((t for k, t in blocks if k == "h"), path.rsplit("/", 1)[-1])
             lang = language(cfg, path)
             count = 0
@@ -74,7 +80,7 @@ def build_source(cfg: dict, snapshots: str, alias: dict | None = None) -> list[d
                     continue
                 seen.add(h)
                 count += 1
-                if count > convert.MAX_PASSAGES_PER_DOC:
+                if count > cfg.get("max_passages_per_doc", convert.MAX_PASSAGES_PER_DOC):
                     break
                 title = doc_title if not heading or heading == doc_title else f"{doc_title} › {heading}"
                 out.append({
