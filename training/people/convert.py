@@ -453,6 +453,8 @@ def _mdx_tag_end(text, i):
                 q = None
         elif c in "\"'`" and depth:
             q = c
+        elif c == '"' and text[j - 1] == "=":  # an attribute value (path="Settings > Recording") may hold ">"
+            q = c
         elif c == "{":
             depth += 1
         elif c == "}":
@@ -485,6 +487,8 @@ def mdx_to_md(text):
             continue
         seg = re.sub(r"^import\s+(?:[^;\n]*?|\{[^}]*\})\s+from\s+[\"'][^\"']+[\"'];?[ \t]*$", "", seg, flags=re.M)
         seg = re.sub(r"\{/\*.*?\*/\}", "", seg, flags=re.S)
+        # Frigate's <NavPath path="Settings > Recording" />: the UI path is the text the sentence needs
+        seg = re.sub(r"<NavPath\s+path=\"([^\"]*)\"\s*/>", r"\1", seg)
         lines, kept, i = seg.split("\n"), [], 0
         while i < len(lines):
             if re.match(r"export\s", lines[i]):
