@@ -489,6 +489,8 @@ def mdx_to_md(text):
         seg = re.sub(r"\{/\*.*?\*/\}", "", seg, flags=re.S)
         # Frigate's <NavPath path="Settings > Recording" />: the UI path is the text the sentence needs
         seg = re.sub(r"<NavPath\s+path=\"([^\"]*)\"\s*/>", r"\1", seg)
+        # a JS list rendered inline ({labels.split("\n").map((label) => ( <li>...</li> ))}): code, no prose
+        seg = re.sub(r"^[ \t]*\{[^\n]*\.map\(.*?^[ \t]*\)\)\}[ \t]*$", "", seg, flags=re.S | re.M)
         lines, kept, i = seg.split("\n"), [], 0
         while i < len(lines):
             if re.match(r"export\s", lines[i]):
