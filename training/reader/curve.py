@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     for wd, seen in points:
         key = hashlib.sha256((wd / ONNX_NAME).read_bytes()).hexdigest()
         if key not in done:
-            done[key] = evaluate([wd])[str(wd)]
+            done[key] = evaluate([wd])[tuple(HELD_OUT)][str(wd)]
             a.work.mkdir(parents=True, exist_ok=True)
             done_file.write_text(json.dumps(done, indent=1) + "\n")
         res = done[key]

@@ -211,11 +211,13 @@ class PeopleEncoder:
         return self.enc(ex)
 
 
-def evaluate(weights_dirs: list[Path], parts: tuple[str, ...] = HELD_OUT, seed: int = 7) -> dict[str, dict]:
+def evaluate(weights_dirs: list[Path], parts: tuple[str, ...] = HELD_OUT, seed: int = 7,
+             each: bool = False) -> dict[tuple[str, ...], dict[str, dict]]:
     """Each reader (a weights folder with `reader.onnx`) alone on every question of `parts`, all passages
     whole (the run-time reader reads them in windows): AUROC of its answerable probability on span
     questions' pairs, of how surely it settles yes/no questions, and of its NLI contradiction on the
-    question-as-claim pairs (a false premise's passage against the others)."""
+    question-as-claim pairs (a false premise's passage against the others). Keyed by the parts scored
+    together: all of `parts`, and with `each` every part alone as well (from the same readings)."""
     from sklearn.metrics import roc_auc_score
 
     sys.path.insert(0, str(REPO / "src"))
@@ -224,29 +226,40 @@ def evaluate(weights_dirs: list[Path], parts: tuple[str, ...] = HELD_OUT, seed: 
     passages = corpus_passages()
     near = nearest()
     rng = random.Random(seed)
-    rows = [ex for q in questions(parts) for ex in units_for(q, passages, near.get(q["id"], []), rng, lambda a, b: True)]
+    rows = [dict(ex, part=q["part"]) for q in questions(parts)
+            for ex in units_for(q, passages, near.get(q["id"], []), rng, lambda a, b: True)]
     by_q: dict[str, list[int]] = {}
     for i, ex in enumerate(rows):
         by_q.setdefault(ex["q"], []).append(i)
-    out = {}
+    groups = [tuple(parts)] + ([(p,) for p in parts] if each else [])
+    out: dict[tuple[str, ...], dict[str, dict]] = {g: {} for g in groups}
+
+    def auroc(pairs) -> float | None:
+        pairs = list(pairs)
+        if len({y for y, _ in pairs}) < 2:
+            return None
+        return round(float(roc_auc_score(*zip(*pairs))), 3)
+
     for wd in weights_dirs:
         rd = Reader(wd)
         got: list = [None] * len(rows)
         for q, idx in by_q.items():
             for i, r in zip(idx, rd.read(q, [rows[i]["c"] for i in idx])):
                 got[i] = r
-        qa = [(ex["ans"], got[i].p_answer) for i, ex in enumerate(rows) if ex["kind"] == "qa"]
-        pol = [(int(ex["pol"] != 2), 1 - got[i].p_open) for i, ex in enumerate(rows) if ex["kind"] == "polar"]
-        nli = [(int(ex["nli"] == 2), got[i].p_contradiction) for i, ex in enumerate(rows) if ex["kind"] == "nli"]
-        if "question_only" not in out:
-            # a reader of the question alone that knew perfectly whether the question has an answer in
-            # the library: the figure a pair score must beat to show it reads the passage
-            answered = {ex["q"] for ex in rows if ex["kind"] == "qa" and ex["ans"] == 1}
-            qo = [(ex["ans"], int(ex["q"] in answered)) for ex in rows if ex["kind"] == "qa"]
-            out["question_only"] = {"answerable_auroc": round(float(roc_auc_score(*zip(*qo))), 3)}
-        out[str(wd)] = {"answerable_auroc": round(float(roc_auc_score(*zip(*qa))), 3), "span_pairs": len(qa),
-                        "settles_auroc": round(float(roc_auc_score(*zip(*pol))), 3), "yes_no_pairs": len(pol),
-                        "premise_contradiction_auroc": round(float(roc_auc_score(*zip(*nli))), 3), "claim_pairs": len(nli)}
+        for g in groups:
+            sel = [i for i, ex in enumerate(rows) if ex["part"] in g]
+            qa = [(rows[i]["ans"], got[i].p_answer) for i in sel if rows[i]["kind"] == "qa"]
+            pol = [(int(rows[i]["pol"] != 2), 1 - got[i].p_open) for i in sel if rows[i]["kind"] == "polar"]
+            nli = [(int(rows[i]["nli"] == 2), got[i].p_contradiction) for i in sel if rows[i]["kind"] == "nli"]
+            if "question_only" not in out[g]:
+                # a reader of the question alone that knew perfectly whether the question has an answer in
+                # the library: the figure a pair score must beat to show it reads the passage
+                answered = {rows[i]["q"] for i in sel if rows[i]["kind"] == "qa" and rows[i]["ans"] == 1}
+                qo = [(rows[i]["ans"], int(rows[i]["q"] in answered)) for i in sel if rows[i]["kind"] == "qa"]
+                out[g]["question_only"] = {"answerable_auroc": auroc(qo)}
+            out[g][str(wd)] = {"answerable_auroc": auroc(qa), "span_pairs": len(qa),
+                               "settles_auroc": auroc(pol), "yes_no_pairs": len(pol),
+                               "premise_contradiction_auroc": auroc(nli), "claim_pairs": len(nli)}
     return out
 
 
@@ -270,8 +283,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if a.evaluate:
         parts = tuple(a.parts.split(","))
-        for group in ([parts] + ([(p,) for p in parts] if a.each else [])):
-            for wd, res in evaluate(a.evaluate, group).items():
+        for group, by_reader in evaluate(a.evaluate, parts, each=a.each).items():
+            for wd, res in by_reader.items():
                 print(",".join(group), wd, json.dumps(res), flush=True)
         return 0
     enc = PeopleEncoder()
