@@ -140,7 +140,10 @@ def sweep(eval_dir: Path, parts: list[str], thresholds=tuple(x / 100 for x in ra
     for p in parts:
         f = eval_dir / f"{p}.json"
         if f.exists():
-            results += results_from_eval_json(json.loads(f.read_text()), load_cases(library(p) / "questions.jsonl"))
+            # the questions that run read: the sample kept beside its output (`--max-questions`), else every one
+            asked = eval_dir / f"{p}.questions.jsonl"
+            cases = load_cases(asked if asked.exists() else library(p) / "questions.jsonl")
+            results += results_from_eval_json(json.loads(f.read_text()), cases)
     if not results:
         raise SystemExit(f"{eval_dir}: no kept eval output of {', '.join(parts)} (PART.json, from --eval-dir)")
     rep = Replayer(results)
