@@ -419,7 +419,7 @@ def md_inline(s):
     s = re.sub(r"\{\{\s*(urls|ids)\.[\w.\[\]'\"]+\s*\}\}", "", s)  # Eleventy site data, in code spans too
     s = re.sub(r"`([^`]*)`", keep, s)
     s = re.sub(r"\{(?:[.#][\w-]+|(?:target|rel|title|class|id|style|width|height)=)(?:[^{}\n]|\{\{[^{}\n]*\}\})*\}", "", s)  # markdown-it-attrs {.fr-link target="_blank"}
-    s = re.sub(r"(?<!\{)\{ +(?:[.#][\w-]+|width=|height=)[^{}\n]*\}(?!\})", "", s)  # pandoc attributes with a space (dhis2: "## Title { #anchor }", "{ .center width=50% }")
+    s = re.sub(r"(?<!\{)\{(?: +(?:[.#][\w-]+|width=|height=)[^{}\n]*|# +[\w-]+ *)\}(?!\})", "", s)  # pandoc attributes with a space (dhis2: "## Title { #anchor }", "{ .center width=50% }", "{# anchor }")
     s = re.sub(r"<[^>]+>", "", s)
     s = re.sub(r"\*\*(.+?)\*\*", r"\1", s)
     s = re.sub(r"(?<!\w)__(.+?)__(?!\w)", r"\1", s)
