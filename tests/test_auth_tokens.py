@@ -17,11 +17,9 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 from pydantic import ValidationError
 from starlette.testclient import TestClient
-from test_server_fixtures import make_gate, make_settings, run_async
+from test_server_fixtures import make_gate, make_settings, mcp_tool_calls, run_async
 
 from sourcegate.audit import read_records
 from sourcegate.identity import Caller, caller_from_claims
@@ -362,13 +360,7 @@ def test_the_mcp_client_with_a_bearer_token(gate, issuer, monkeypatch):
     app = create_app(_settings(gate, issuer), gate)
 
     async def call(token: str):
-        async with app.router.lifespan_context(app):
-            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver",
-                                      headers={"authorization": f"Bearer {token}"})
-            async with http, streamable_http_client("http://testserver/mcp", http_client=http) as (r, w):
-                async with ClientSession(r, w) as session:
-                    await session.initialize()
-                    return await session.call_tool("search_procedures", {"query": Q})
+        return (await mcp_tool_calls(app, token, "search_procedures", [{"query": Q}]))[0]
 
     result = run_async(lambda: call(issuer.token()), TIMEOUT)
     assert not result.is_error and result.structured_content["status"] == "answer_from_evidence"

@@ -269,22 +269,13 @@ def test_two_people_through_rest_with_their_tokens(gate, settings, provider, cap
 
 
 def test_two_people_through_the_mcp_client_with_their_tokens(gate, settings, provider):
-    import httpx2
-    from mcp import ClientSession
-    from mcp.client.streamable_http import streamable_http_client
-    from test_server_fixtures import run_async
+    from test_server_fixtures import mcp_tool_calls, run_async
 
     app = create_app(settings, gate)
     questions = [q["q"] for q in QUESTIONS if q["kind"] in ("direct", "french")][1::3]
 
     async def call(token: str):
-        async with app.router.lifespan_context(app):
-            http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver",
-                                      headers={"authorization": f"Bearer {token}"})
-            async with http, streamable_http_client("http://testserver/mcp", http_client=http) as (r, w):
-                async with ClientSession(r, w) as session:
-                    await session.initialize()
-                    return [await session.call_tool("search_procedures", {"query": q}) for q in questions]
+        return await mcp_tool_calls(app, token, "search_procedures", [{"query": q} for q in questions])
 
     b = run_async(lambda: call(token_of(provider, USER_B)), TIMEOUT)
     a = run_async(lambda: call(token_of(provider, USER_A)), TIMEOUT)

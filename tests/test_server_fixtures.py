@@ -126,3 +126,19 @@ def run_async(fn, timeout: float = 60.0):
             return await fn()
 
     return anyio.run(bounded)
+
+
+async def mcp_tool_calls(app, token: str, tool: str, arguments: list[dict]) -> list:
+    """`tool` called with each of `arguments` in turn by a real MCP client (Streamable HTTP) against `app` in
+    this process, with `token` as its bearer token: the results, in order."""
+    import httpx2
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with app.router.lifespan_context(app):
+        http = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://testserver",
+                                  headers={"authorization": f"Bearer {token}"})
+        async with http, streamable_http_client("http://testserver/mcp", http_client=http) as (r, w):
+            async with ClientSession(r, w) as session:
+                await session.initialize()
+                return [await session.call_tool(tool, a) for a in arguments]
